@@ -1,0 +1,4 @@
+"""Hparams sets, installed as `t2t_lite.hparams` (the folder `hparams/` at the repository top)."""
+
+from t2t_lite.hparams.base import DecodeHParams, HParams, get_hparams  # noqa: F401
+from t2t_lite.hparams import transformer  # noqa: F401  (registers the sets)

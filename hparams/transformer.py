@@ -1,0 +1,90 @@
+"""The Transformer hparams sets of tensor2tensor's `models/transformer.py` and the paper's Table 3.
+
+Each set is base + a few assignments. `transformer_base_v1` is the paper's base model (post-norm,
+Adam beta2 0.98, warmup 4000, the "noam" schedule); T2T's later `transformer_base` / `transformer_big`
+use pre-norm, beta2 0.997, warmup 8000 and a learning-rate constant of 2.
+"""
+
+from t2t_lite import registry
+from t2t_lite.hparams.base import HParams
+
+register = registry.hparams_sets.register
+
+
+@register(aliases=("base",))
+def transformer_base():
+  """T2T's `transformer_base`: pre-norm, dropout .1/.1/.1, warmup 8000, 4096 tokens per GPU."""
+  return HParams()
+
+
+@register(aliases=("base_v1", "paper_base"))
+def transformer_base_v1():
+  """The paper's base model (Table 3, first row): post-norm, no attention/ReLU dropout."""
+  return transformer_base().replace(
+      norm_type="post", attention_dropout=0.0, relu_dropout=0.0,
+      optimizer_adam_beta2=0.98, learning_rate_schedule="noam", learning_rate_constant=1.0,
+      learning_rate_warmup_steps=4000)
+
+
+@register(aliases=("big",))
+def transformer_big():
+  """T2T's `transformer_big` (the paper's big model, Table 3 last row): d 1024, h 16, dropout 0.3."""
+  return transformer_base().replace(
+      hidden_size=1024, filter_size=4096, num_heads=16, batch_size=2048,
+      layer_prepostprocess_dropout=0.3)
+
+
+@register(aliases=("big_single_gpu",))
+def transformer_big_single_gpu():
+  """Big for one GPU: dropout 0.1, warmup 16000 (T2T)."""
+  return transformer_big().replace(layer_prepostprocess_dropout=0.1, learning_rate_warmup_steps=16000)
+
+
+@register(aliases=("base_single_gpu",))
+def transformer_base_single_gpu():
+  """Base for one GPU: 1024 tokens per batch, warmup 16000 (T2T)."""
+  return transformer_base().replace(batch_size=1024, learning_rate_warmup_steps=16000)
+
+
+@register(aliases=("small",))
+def transformer_small():
+  return transformer_base().replace(hidden_size=256, filter_size=1024, num_heads=4,
+                                    num_encoder_layers=2, num_decoder_layers=2)
+
+
+@register(aliases=("tiny",))
+def transformer_tiny():
+  return transformer_base().replace(hidden_size=128, filter_size=512, num_heads=4,
+                                    num_encoder_layers=2, num_decoder_layers=2)
+
+
+# Table 3 of the paper: variations of the base model (EN-DE dev). Unlisted values equal base;
+# d_k = d_v = d_model / h unless the row says otherwise, so attention channels are h * d_k.
+def _row(**changes):
+  return lambda: transformer_base_v1().replace(**changes)
+
+
+TABLE3_ROWS = {
+    # name: (changes, parameter count in millions from the paper, or None)
+    "transformer_table3_a_h1": (dict(num_heads=1), None),
+    "transformer_table3_a_h4": (dict(num_heads=4), None),
+    "transformer_table3_a_h16": (dict(num_heads=16), None),
+    "transformer_table3_a_h32": (dict(num_heads=32), None),
+    "transformer_table3_b_dk16": (dict(attention_key_channels=8 * 16), 58),
+    "transformer_table3_b_dk32": (dict(attention_key_channels=8 * 32), 60),
+    "transformer_table3_c_n2": (dict(num_encoder_layers=2, num_decoder_layers=2), 36),
+    "transformer_table3_c_n4": (dict(num_encoder_layers=4, num_decoder_layers=4), 50),
+    "transformer_table3_c_n8": (dict(num_encoder_layers=8, num_decoder_layers=8), 80),
+    "transformer_table3_c_d256": (dict(hidden_size=256), 28),
+    "transformer_table3_c_d1024": (dict(hidden_size=1024), 168),
+    "transformer_table3_c_ff1024": (dict(filter_size=1024), 53),
+    "transformer_table3_c_ff4096": (dict(filter_size=4096), 90),
+    "transformer_table3_d_drop0": (dict(layer_prepostprocess_dropout=0.0), None),
+    "transformer_table3_d_drop02": (dict(layer_prepostprocess_dropout=0.2), None),
+    "transformer_table3_d_ls0": (dict(label_smoothing=0.0), None),
+    "transformer_table3_d_ls02": (dict(label_smoothing=0.2), None),
+    "transformer_table3_e_learned": (dict(position_encoding="learned"), None),
+}
+
+for _name, (_changes, _) in TABLE3_ROWS.items():
+  register(_row(**_changes), name=_name)

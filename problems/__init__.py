@@ -1,0 +1,1 @@
+"""Problems (datasets + vocabulary + direction), installed as `t2t_lite.problems`."""

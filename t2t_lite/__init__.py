@@ -1,0 +1,12 @@
+"""t2t_lite: the Transformer of "Attention Is All You Need" on Keras 3, with tensor2tensor's conventions.
+
+Layout follows the data flow: problems -> data -> layers/models -> training -> decoding -> export -> bin.
+"""
+
+import os
+
+# On AVX2 CPUs TensorFlow leaves oneDNN off unless asked before it is imported; measured here it
+# makes training 1.6x-2x faster. Respect an explicit choice by the user.
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+
+__version__ = "0.1.0"
