@@ -1,0 +1,67 @@
+"""The learning-rate schedule against the paper's formula; the loss against a one-hot reference."""
+
+import numpy as np
+import pytest
+from keras import ops
+
+from t2t_lite.hparams import get_hparams
+from t2t_lite.training.loss import smoothed_cross_entropy
+from t2t_lite.training.schedule import TransformerSchedule
+
+
+@pytest.mark.parametrize("step", [1, 10, 1000, 3999, 4000, 4001, 10000, 100000])
+def test_noam_matches_paper_formula(step):
+  schedule = TransformerSchedule.from_hparams(get_hparams("transformer_base_v1"))
+  expected = 512 ** -0.5 * min(step ** -0.5, step * 4000 ** -1.5)
+  # Keras passes the 0-based optimizer counter; update `step` is counter step - 1.
+  assert float(schedule(step - 1)) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("step", [1, 500, 8000, 20000])
+def test_t2t_rsqrt_decay_is_the_paper_curve_times_the_constant(step):
+  hp = get_hparams("transformer_base")
+  expected = 2.0 * 512 ** -0.5 * min(step ** -0.5, step * 8000 ** -1.5)
+  assert float(TransformerSchedule.from_hparams(hp)(step - 1)) == pytest.approx(expected, rel=1e-6)
+
+
+def test_schedule_counts_updates_not_micro_batches():
+  hp = get_hparams("transformer_base_v1", "gradient_accumulation_steps=4")
+  schedule = TransformerSchedule.from_hparams(hp)
+  # micro-steps 0..3 are update 1, 4..7 update 2.
+  assert float(schedule(3)) == pytest.approx(512 ** -0.5 * 1 * 4000 ** -1.5, rel=1e-6)
+  assert float(schedule(4)) == pytest.approx(512 ** -0.5 * 2 * 4000 ** -1.5, rel=1e-6)
+
+
+def _reference_loss(logits, targets, eps):
+  """Cross entropy against an explicit smoothed one-hot distribution, minus its entropy."""
+  v = logits.shape[-1]
+  logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  dist = np.full(logits.shape, eps / (v - 1))
+  np.put_along_axis(dist, targets[..., None], 1 - eps, axis=-1)
+  ce = -(dist * logp).sum(-1)
+  entropy = -(dist * np.log(dist)).sum(-1) if eps > 0 else 0.0
+  mask = targets != 0
+  return ((ce - entropy) * mask).sum(), mask.sum(), (-np.take_along_axis(logp, targets[..., None], -1)[..., 0] * mask).sum()
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.2])
+def test_smoothed_loss_matches_one_hot_reference(eps):
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(3, 5, 11)).astype("float32") * 3
+  targets = rng.integers(1, 11, size=(3, 5))
+  targets[0, 3:] = 0
+  targets[2, 1:] = 0
+  loss, count, nll = (float(ops.convert_to_numpy(t)) for t in smoothed_cross_entropy(logits, targets, eps))
+  ref_loss, ref_count, ref_nll = _reference_loss(logits.astype("float64"), targets, eps)
+  assert count == ref_count == 9
+  assert loss == pytest.approx(ref_loss, rel=1e-5)
+  assert nll == pytest.approx(ref_nll, rel=1e-5)
+
+
+def test_perfect_prediction_has_zero_smoothed_loss():
+  eps, v = 0.1, 7
+  probs = np.full((1, 2, v), eps / (v - 1))
+  targets = np.array([[3, 5]])
+  np.put_along_axis(probs, targets[..., None], 1 - eps, axis=-1)
+  loss, _, _ = smoothed_cross_entropy(np.log(probs).astype("float32"), targets, eps)
+  assert abs(float(ops.convert_to_numpy(loss))) < 1e-5
