@@ -1,0 +1,194 @@
+"""Translation problems: WMT14 through TFDS, and any parallel corpus in local text files.
+
+Every translation problem can read local files instead of its default source:
+
+    get_problem("translate_ende", raw_data_dir="/data/wmt14_plain")
+        # reads train.{en,de}, newstest2013.{en,de} (dev), newstest2014.{en,de} (test)
+    get_problem("translate_ende", split_files={"train": [("a.en", "a.de"), ("b.en", "b.de")],
+                                                "dev": [("dev.en", "dev.de")]})
+        # explicit file pairs per split (relative to raw_data_dir when given)
+
+The file names per split are the class attribute `raw_split_prefixes`: split -> prefix, the files
+being `<prefix>.<source_language>` and `<prefix>.<target_language>`.
+"""
+
+import logging
+import os
+
+import tensorflow as tf
+
+from t2t_lite import registry
+from t2t_lite.data import text_files, vocab as vocab_lib
+from t2t_lite.problems.base import Problem, check_split
+
+logger = logging.getLogger(__name__)
+
+
+class TranslateProblem(Problem):
+  """Text pairs from local parallel files, a shared SentencePiece vocabulary.
+
+  Args:
+    raw_data_dir: folder of `<prefix>.<lang>` files, prefixes from `raw_split_prefixes`.
+    split_files: optional {split: [(source_path, target_path), ...]} overriding the file names.
+  """
+
+  approx_vocab_size = 8000
+  vocab_split = "train"             # the split whose text (both sides) trains the vocabulary
+  raw_split_prefixes = {"train": "train", "dev": "dev", "test": "test"}
+
+  def __init__(self, raw_data_dir=None, split_files=None):
+    super().__init__(raw_data_dir)
+    self.split_files = {split: [tuple(pair) for pair in (
+        [pairs] if isinstance(pairs, tuple) else pairs)] for split, pairs in (split_files or {}).items()}
+    self._vocabs = {}
+
+  # --- Local files. ------------------------------------------------------------------------------
+
+  @property
+  def reads_local_files(self):
+    return self.raw_data_dir is not None or bool(self.split_files)
+
+  def expected_layout(self):
+    """Says which files this problem reads, for error messages."""
+    if self.split_files:
+      return "; ".join(f"{split}: " + ", ".join(f"{s} + {t}" for s, t in pairs)
+                       for split, pairs in self.split_files.items())
+    src, tgt = self.source_language, self.target_language
+    folder = self.raw_data_dir or "<raw_data_dir>"
+    return (f"{folder}/ holding, for {self.name}, " +
+            ", ".join(f"{split}: {prefix}.{src} + {prefix}.{tgt}"
+                      for split, prefix in self.raw_split_prefixes.items()) +
+            " (plain UTF-8, one sentence a line, line N of one file translating line N of the "
+            "other)")
+
+  def file_pairs(self, split):
+    """[(source_path, target_path), ...] of a split when reading local files."""
+    check_split(split)
+    if split in self.split_files:
+      pairs = self.split_files[split]
+    elif split in self.raw_split_prefixes and self.raw_data_dir is not None:
+      prefix = self.raw_split_prefixes[split]
+      pairs = [(f"{prefix}.{self.source_language}", f"{prefix}.{self.target_language}")]
+    else:
+      raise text_files.DataError(f"{self.name} has no local files for split {split!r}. "
+                                 f"Expected layout: {self.expected_layout()}")
+    folder = self.raw_data_dir or ""
+    return [(os.path.join(folder, s), os.path.join(folder, t)) for s, t in pairs]
+
+  # --- The Problem interface. --------------------------------------------------------------------
+
+  def text_dataset(self, split, data_dir):
+    check_split(split)
+    if self.reads_local_files:
+      return text_files.parallel_text_dataset(self.file_pairs(split), self.expected_layout())
+    return self.default_text_dataset(split, data_dir)
+
+  def text_pairs(self, split, data_dir):
+    if self.reads_local_files:
+      return [pair for s, t in self.file_pairs(split)
+              for pair in text_files.read_parallel_files(s, t, self.expected_layout())]
+    return super().text_pairs(split, data_dir)
+
+  def default_text_dataset(self, split, data_dir):
+    """The problem's own source when no local files are given."""
+    raise text_files.DataError(f"{self.name} reads local files: pass raw_data_dir (or "
+                               f"--raw_data_dir). Expected layout: {self.expected_layout()}")
+
+  @property
+  def vocab_filename(self):
+    """T2T-like: `vocab.translate_ende.37000.model` (a `_rev` problem uses its base's)."""
+    return f"vocab.{self.name}.{self.approx_vocab_size}.model"
+
+  def vocab_corpus(self):
+    """Describes the text the vocabulary is built from (stored beside it)."""
+    if self.reads_local_files:
+      return "local:" + ",".join(f"{s}+{t}" for s, t in self.file_pairs(self.vocab_split))
+    return f"{self.name}:{self.vocab_split}"
+
+  def vocab_lines(self, data_dir):
+    """Streams the text of both sides of `vocab_split`: source 1, target 1, source 2, ..."""
+    if self.reads_local_files:
+      pairs = (pair for s, t in self.file_pairs(self.vocab_split)
+               for pair in text_files.iter_parallel_files(s, t, self.expected_layout()))
+    else:
+      pairs = ((ex["inputs"].decode("utf-8"), ex["targets"].decode("utf-8"))
+               for ex in self.default_text_dataset(self.vocab_split, data_dir).as_numpy_iterator())
+    for source, target in pairs:
+      yield source
+      yield target
+
+  def get_vocab(self, data_dir):
+    path = os.path.join(data_dir, self.vocab_filename)
+    if path not in self._vocabs:
+      self._vocabs[path] = vocab_lib.get_or_build_subword_vocab(
+          path, lambda: self.vocab_lines(data_dir), self.approx_vocab_size, self.vocab_corpus())
+    return self._vocabs[path]
+
+
+class TfdsTranslateProblem(TranslateProblem):
+  """A translation problem whose default source is a TFDS dataset (the real download code).
+
+  `download_and_prepare` runs once into `<data_dir>/tfds` (downloads in `<data_dir>/tfds/downloads`).
+  TFDS fixes the order of examples when it prepares a split (a seeded shuffle), so `text_dataset`
+  of these problems is in TFDS's order, the same on every run, not in the original file order.
+  """
+
+  tfds_name = ""                     # e.g. "wmt14_translate/de-en"
+  tfds_splits = {"train": "train", "dev": "validation", "test": "test"}
+
+  def tfds_data_dir(self, data_dir):
+    return os.path.join(data_dir, "tfds")
+
+  def tfds_download_dir(self, data_dir):
+    return os.path.join(self.tfds_data_dir(data_dir), "downloads")
+
+  def tfds_builder(self, data_dir):
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    return tfds.builder(self.tfds_name, data_dir=self.tfds_data_dir(data_dir))
+
+  def default_text_dataset(self, split, data_dir):
+    builder = self.tfds_builder(data_dir)
+    builder.download_and_prepare(download_dir=self.tfds_download_dir(data_dir))  # no-op once done
+    examples = builder.as_dataset(split=self.tfds_splits[split], shuffle_files=False)
+    source, target = self.source_language, self.target_language
+    return examples.map(lambda ex: {"inputs": ex[source], "targets": ex[target]},
+                        num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
+@registry.problems.register(aliases=("translate_ende_wmt32k",))
+class TranslateEnde(TfdsTranslateProblem):
+  """WMT14 English -> German (the paper's EN-DE): TFDS `wmt14_translate/de-en`.
+
+  train: the WMT14 training corpora (about 4.5M pairs), dev: newstest2013, test: newstest2014.
+  Shared BPE vocabulary of about 37000 pieces (paper section 5.1).
+  With raw_data_dir: train.{en,de}, newstest2013.{en,de}, newstest2014.{en,de}.
+  """
+  source_language, target_language = "en", "de"
+  approx_vocab_size = 37000
+  tfds_name = "wmt14_translate/de-en"
+  raw_split_prefixes = {"train": "train", "dev": "newstest2013", "test": "newstest2014"}
+
+
+@registry.problems.register
+class TranslateEnfr(TfdsTranslateProblem):
+  """WMT14 English -> French: TFDS `wmt14_translate/fr-en`, 32000-piece shared vocabulary.
+
+  dev: newstest2013, test: newstest2014 (the paper's EN-FR test set).
+  With raw_data_dir: train.{en,fr}, newstest2013.{en,fr}, newstest2014.{en,fr}.
+  """
+  source_language, target_language = "en", "fr"
+  approx_vocab_size = 32000
+  tfds_name = "wmt14_translate/fr-en"
+  raw_split_prefixes = {"train": "train", "dev": "newstest2013", "test": "newstest2014"}
+
+
+@registry.problems.register
+class TranslateEndeMulti30k(TranslateProblem):
+  """Multi30k task 1 English -> German (image captions; 29,000 / 1,014 / 1,000 pairs).
+
+  Local files only: raw_data_dir holds train.{en,de}, val.{en,de} (dev),
+  test_2016_flickr.{en,de} (test). Shared BPE vocabulary of 8000 pieces.
+  """
+  source_language, target_language = "en", "de"
+  approx_vocab_size = 8000
+  raw_split_prefixes = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
