@@ -108,6 +108,5 @@ def read_token_shards(problem_name, split, data_dir, vocab):
     return {key: tf.cast(tf.sparse.to_dense(example[key]), tf.int32) for key in spec}
 
   files = tf.data.Dataset.from_tensor_slices(paths)
-  records = files.interleave(tf.data.TFRecordDataset, cycle_length=len(paths), block_length=1,
-                             deterministic=True)
+  records = files.interleave(tf.data.TFRecordDataset, cycle_length=len(paths), block_length=1)
   return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)

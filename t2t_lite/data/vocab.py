@@ -7,7 +7,9 @@ vocabulary of about 37000 tokens") and T2T. It is a SentencePiece BPE model, tra
 - detokenization is exact: with `normalization_rule_name="identity"`, no whitespace clean-up and
   byte fallback (characters outside the vocabulary become UTF-8 byte pieces instead of <unk>),
   `detokenize(tokenize(s)) == s` for every line of newstest2014 (a test checks it). BLEU is
-  computed on real text, never on subwords;
+  computed on real text, never on subwords. The one whitespace normalization: the in-graph
+  `detokenize` (tensorflow-text's SentencePiece) drops spaces at the very start of a line; runs of
+  spaces, tabs, trailing spaces and non-ASCII spaces are kept, and Python `decode` is exact;
 - it runs in-graph through tensorflow-text's `SentencepieceTokenizer`, so a SavedModel can take
   and return plain strings (T2T's exporter took serialized ids, issue #990);
 - keras-hub uses the same format (`SentencePieceTokenizer`), so the model file is reusable there.
@@ -247,8 +249,22 @@ def build_subword_vocab(lines, model_path, vocab_size,
                      vocab_size, model_path, limit.group(1))
       _train(sample_path, prefix, int(limit.group(1)))
     os.replace(prefix + ".vocab", os.path.splitext(model_path)[0] + ".vocab")
+    with open(prefix + ".model", "rb") as f:
+      proto = _without_temporary_paths(f.read())
+    with open(prefix + ".model", "wb") as f:
+      f.write(proto)
     os.replace(prefix + ".model", model_path)
   return SubwordVocab.from_file(model_path)
+
+
+def _without_temporary_paths(model_proto):
+  """Clears the training file names sentencepiece stores, so equal inputs give equal files."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=import-outside-toplevel
+  model = sentencepiece_model_pb2.ModelProto()
+  model.ParseFromString(model_proto)
+  del model.trainer_spec.input[:]
+  model.trainer_spec.model_prefix = ""
+  return model.SerializeToString()
 
 
 def get_or_build_subword_vocab(model_path, lines_fn, vocab_size, corpus="",

@@ -1,0 +1,160 @@
+"""The token-budget pipeline: budgets hold, padding is low, eval keeps all, sharding, datagen."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite.bin import datagen as datagen_cli
+from t2t_lite.data import pipeline, text_files
+from t2t_lite.hparams import HParams
+from t2t_lite.problems import get_problem
+
+HP = HParams(batch_size=2048, max_length=64, seed=5)
+
+
+@pytest.fixture(scope="session")
+def multi30k(tmp_path_factory, shared_data):
+  """(problem, data_dir, vocab); the data_dir (and its 8000 vocabulary) is shared by test modules."""
+  problem = get_problem("translate_ende_multi30k", raw_data_dir=str(shared_data / "multi30k"))
+  data_dir = str(tmp_path_factory.getbasetemp() / "t2t_data_multi30k")
+  return problem, data_dir, problem.get_vocab(data_dir)
+
+
+def batches_of(dataset, limit=None):
+  return list(dataset.take(limit)) if limit else list(dataset)
+
+
+def pair_count(batches):
+  return sum(int((b["inputs"].numpy() != 0).any(1).sum()) for b in batches)
+
+
+def test_bucket_boundaries_are_geometric_and_batch_sizes_fill_the_budget():
+  assert pipeline.bucket_boundaries(20) == list(range(8, 21))
+  bounds = pipeline.bucket_boundaries(256)
+  assert bounds[0] == 8 and bounds[-1] == 256 and len(bounds) == 42
+  ratios = [b / a for a, b in zip(bounds[10:], bounds[11:-1])]
+  assert all(1.0 < r <= 1.15 for r in ratios)
+  assert pipeline.bucket_batch_sizes([8, 9, 10, 256], 4096) == [512, 455, 409, 16]
+  assert pipeline.bucket_batch_sizes([300], 256) == [1]
+
+
+def test_small_steps_do_what_their_docstrings_say():
+  pairs = tf.data.Dataset.from_tensor_slices(
+      {"inputs": tf.ragged.constant([[5], [5, 6, 7]]), "targets": tf.ragged.constant([[6, 7], [6]])})
+  pairs = pairs.map(lambda ex: {k: v.to_tensor() if isinstance(v, tf.RaggedTensor) else v
+                                for k, v in ex.items()})
+  with_eos = list(pipeline.append_eos(pairs).as_numpy_iterator())
+  assert with_eos[0]["inputs"].tolist() == [5, 1] and with_eos[0]["targets"].tolist() == [6, 7, 1]
+  kept = list(pipeline.filter_by_length(pipeline.append_eos(pairs), 3).as_numpy_iterator())
+  assert len(kept) == 1 and kept[0]["inputs"].tolist() == [5, 1]
+  batch = next(iter(pipeline.batch_by_length(pipeline.append_eos(pairs), 32, 16)))
+  assert batch["inputs"].shape == (2, 8) and batch["targets"].shape == (2, 8)
+  measured = pipeline.padding_fraction([{"inputs": tf.constant([[5, 1, 0, 0]]),
+                                         "targets": tf.constant([[6, 7, 1, 0]])}])
+  assert measured["budget"] == pytest.approx(0.25) and measured["tensor"] == pytest.approx(0.375)
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_no_training_batch_exceeds_its_token_budget(multi30k, static):
+  problem, data_dir, _ = multi30k
+  hparams = HP.replace(static_batch_shapes=static)
+  shapes = set()
+  for batch in batches_of(problem.dataset("train", data_dir, hparams, training=True), 150):
+    batch_size, length = batch["inputs"].shape
+    assert batch["targets"].shape[0] == batch_size
+    assert batch_size * max(length, batch["targets"].shape[1]) <= hparams.batch_size
+    assert length <= hparams.max_length and batch["inputs"].dtype == tf.int32
+    shapes.add(tuple(batch["inputs"].shape))
+  if static:
+    assert shapes == {(2048 // 64, 64)}
+  else:
+    assert len(shapes) <= len(pipeline.bucket_boundaries(64))  # shapes repeat: one per bucket
+
+
+def test_every_pair_ends_with_eos_and_padding_is_zero(multi30k):
+  problem, data_dir, _ = multi30k
+  batch = next(iter(problem.dataset("dev", data_dir, HP, training=False)))
+  for key in ("inputs", "targets"):
+    ids = batch[key].numpy()
+    lengths = (ids != 0).sum(1)
+    assert (ids[np.arange(len(ids)), lengths - 1] == 1).all()          # EOS is the last token
+    assert all((row[n:] == 0).all() for row, n in zip(ids, lengths))    # then only PAD
+
+
+def test_padding_fraction_of_multi30k_and_newstest(multi30k, shared_data):
+  problem, data_dir, vocab = multi30k
+  hparams = HParams(batch_size=4096, max_length=256)
+  figures = {
+      "multi30k train": pipeline.padding_fraction(
+          problem.dataset("train", data_dir, hparams, training=True), max_batches=100),
+      "multi30k dev": pipeline.padding_fraction(
+          problem.dataset("dev", data_dir, hparams, training=False)),
+  }
+  wmt = shared_data / "wmt14"
+  newstest = text_files.parallel_text_dataset([(str(wmt / "newstest2014.en"),
+                                                str(wmt / "newstest2014.de"))])
+  figures["newstest2014"] = pipeline.padding_fraction(pipeline.make_batches(
+      pipeline.tokenize(newstest, vocab), hparams, training=False))
+  for name, measured in figures.items():
+    print(f"{name}: padding {measured['budget']:.3f} of the token budget, "
+          f"{measured['tensor']:.3f} of the inputs+targets tensors ({measured['batches']} batches)")
+    assert measured["budget"] < 0.15
+    assert measured["tensor"] < 0.25
+
+
+def test_evaluation_keeps_every_pair_in_file_order_even_long_ones(multi30k):
+  problem, data_dir, vocab = multi30k
+  short = HP.replace(max_length=16)                     # many dev pairs are longer than 16 tokens
+  batches = batches_of(problem.dataset("dev", data_dir, short, training=False))
+  assert pair_count(batches) == 1014
+  assert max(b["inputs"].shape[1] for b in batches) > 16     # the long ones are there, unbatched
+  sources = {s for s, _ in problem.text_pairs("dev", data_dir)}
+  decoded = {t.decode("utf-8") for b in batches for t in vocab.detokenize(b["inputs"]).numpy()}
+  assert decoded == sources
+  # Tokenized (unbatched) pairs come in file order.
+  first = next(iter(problem.token_dataset("dev", data_dir)))
+  assert vocab.decode(first["inputs"].numpy()) == problem.text_pairs("dev", data_dir)[0][0]
+
+
+def test_training_is_seeded_and_repeats(multi30k):
+  problem, data_dir, _ = multi30k
+  hparams = HP.replace(batch_size=512)
+  one = batches_of(problem.dataset("dev", data_dir, hparams, training=True), 60)
+  two = batches_of(problem.dataset("dev", data_dir, hparams, training=True), 60)
+  assert all(np.array_equal(a["inputs"], b["inputs"]) for a, b in zip(one, two))
+  assert pair_count(one) > 1014                              # went past one epoch
+  other = batches_of(problem.dataset("dev", data_dir, hparams.replace(seed=6), training=True), 3)
+  assert not np.array_equal(one[0]["inputs"], other[0]["inputs"])
+
+
+def test_input_context_shards_between_pipelines(multi30k):
+  problem, data_dir, _ = multi30k
+  counts = []
+  for pipeline_id in (0, 1):
+    context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,
+                                         num_replicas_in_sync=2)
+    counts.append(pair_count(batches_of(problem.dataset("dev", data_dir, HP, training=False,
+                                                        input_context=context))))
+  assert counts == [507, 507]
+
+
+def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):
+  problem, data_dir, vocab = multi30k
+  prepared = str(tmp_path / "prepared")
+  assert datagen_cli.main([f"--problem={problem.name}", f"--data_dir={prepared}",
+                           f"--raw_data_dir={shared_data / 'multi30k'}", "--splits=dev,test"]) == 0
+  names = sorted(p.name for p in tmp_path.joinpath("prepared").iterdir())
+  assert "translate_ende_multi30k-dev-00000-of-00001.tfrecord" in names
+  assert "translate_ende_multi30k.datagen.json" in names
+  fresh = get_problem(problem.name, raw_data_dir=str(shared_data / "multi30k"))
+  from_shards = batches_of(fresh.dataset("dev", prepared, HP, training=False))
+  on_the_fly = batches_of(problem.dataset("dev", data_dir, HP, training=False))
+  # Same vocabulary (same corpus, deterministic build), so identical batches.
+  assert fresh.get_vocab(prepared).model_proto == vocab.model_proto
+  assert len(from_shards) == len(on_the_fly)
+  assert all(np.array_equal(a["inputs"], b["inputs"]) and np.array_equal(a["targets"], b["targets"])
+             for a, b in zip(from_shards, on_the_fly))
+  # The reversed problem reads the same shards, swapped.
+  rev = get_problem(problem.name + "_rev", raw_data_dir=str(shared_data / "multi30k"))
+  first = next(iter(rev.token_dataset("dev", prepared)))
+  assert vocab.decode(first["targets"].numpy()) == problem.text_pairs("dev", data_dir)[0][0]
