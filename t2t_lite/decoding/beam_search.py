@@ -1,0 +1,264 @@
+"""Beam search with GNMT's length penalty (paper section 6.1; T2T's `utils/beam_search.py`).
+
+Pure functions over an explicit `BeamState`, written with `keras.ops` only, with buffers
+preallocated to their final shape (no shape changes from step to step), so the same code runs
+eagerly, inside `tf.function` (e.g. in an exported SavedModel, where batch and length may be
+unknown) and under `jax.jit`. The model is reached through one callback:
+
+    symbols_to_logits_fn(ids [batch * beam] int32, step [] int32, cache)
+        -> (logits [batch * beam, vocab], new_cache)
+
+`ids` is each hypothesis's last token (the start token 0 at step 0); `cache` is a nested dict of
+tensors with `batch * beam` on axis 0 (sentence-major: the beams of sentence 0 come first).
+
+The algorithm (T2T's):
+- Two sets per sentence: `beam` alive hypotheses (no EOS yet) and `beam` finished ones (ended by
+  EOS). Each step grows the alive ones by one token and keeps the 2 * beam best candidates, so
+  even if `beam` of them end in EOS, `beam` candidates remain to stay alive.
+- Finished hypotheses are ranked by `log_prob / ((5 + length) / 6) ** alpha` (GNMT; `length`
+  counts the EOS); alive ones by their log-probability.
+- A sentence stops early when even the best alive hypothesis, scored with the largest length
+  penalty it could still get, cannot beat the lowest-scoring finished one (T2T's `_is_finished`
+  bound, here per sentence), or when it has reached its own length limit (`decode_lengths`). Its
+  state is then frozen, so a sentence's result does not depend on the other sentences of its batch.
+- Output slots that no finished hypothesis filled hold the best alive hypotheses, scored by their
+  raw log-probability (T2T returns the alive ones when a sentence finishes none).
+
+Example (scripted logits; see tests/test_beam_search.py for more):
+
+    >>> ids, scores = beam_search(fn, {}, batch_size=1, beam_size=4, vocab_size=5,
+    ...                           max_decode_length=10)   # ids [1, 4, 10], scores [1, 4]
+"""
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+from t2t_lite.decoding.sampling import (NEG_INF, START_ID, decode_limits, greedy_search,
+                                        log_softmax, write_at)
+
+
+class BeamState(NamedTuple):
+  """The loop variables of the beam search."""
+  step: Any              # [] int32: tokens decoded so far
+  alive_ids: Any         # [batch, beam, max_decode_length + 1] int32; position 0: start token
+  alive_log_probs: Any   # [batch, beam] float32; -inf for an empty slot
+  finished_ids: Any      # [batch, beam, max_decode_length + 1] int32
+  finished_scores: Any   # [batch, beam] float32: length-penalised; -inf for an empty slot
+  done: Any              # [batch] bool: this sentence's search is over (its state is frozen)
+  cache: Any             # nested dict, each tensor [batch * beam, ...]
+
+
+def length_penalty(length, alpha):
+  """GNMT's `((5 + length) / 6) ** alpha` (Wu et al. 2016, eq. 14)."""
+  return ops.power((5.0 + ops.cast(length, "float32")) / 6.0, alpha)
+
+
+# ---------------------------------------------------------------------------- cache helpers
+
+
+def tile_to_beams(tree, beam_size):
+  """Repeats each [batch, ...] tensor of a nested structure beam_size times: [batch*beam, ...]."""
+  return keras.tree.map_structure(lambda t: ops.repeat(t, beam_size, axis=0), tree)
+
+
+def flat_beam_indices(beam_indices, beam_size):
+  """Beam indices [batch, k] (per sentence) -> row indices [batch * k] into [batch * beam, ...]."""
+  batch = ops.shape(beam_indices)[0]
+  offsets = ops.arange(batch, dtype="int32")[:, None] * beam_size      # [batch, 1]
+  return ops.reshape(ops.cast(beam_indices, "int32") + offsets, (-1,))  # [batch * k]
+
+
+def gather_beams(tree, beam_indices, beam_size):
+  """Picks beams of every [batch * beam, ...] tensor of a nested structure (e.g. the cache).
+
+  Args:
+    tree: nested structure of tensors [batch * beam_size, ...].
+    beam_indices: int [batch, k]: for each sentence and new slot, the old beam to copy.
+    beam_size: the number of beams per sentence in `tree`.
+
+  Returns:
+    The same structure with tensors [batch * k, ...].
+  """
+  rows = flat_beam_indices(beam_indices, beam_size)                    # [batch * k]
+  return keras.tree.map_structure(lambda t: ops.take(t, rows, axis=0), tree)
+
+
+def _gather(x, beam_indices):
+  """x [batch, n, ...], beam_indices [batch, k] -> [batch, k, ...]."""
+  shape = tuple(ops.shape(x))
+  batch, n, rest = shape[0], shape[1], shape[2:]
+  flat = ops.reshape(x, (batch * n,) + rest)                           # [batch * n, ...]
+  picked = gather_beams(flat, beam_indices, n)                         # [batch * k, ...]
+  return ops.reshape(picked, (batch, ops.shape(beam_indices)[1]) + rest)  # [batch, k, ...]
+
+
+def _keep_done(done, old, new):
+  """Sentences already done keep their old value. done [batch]; old, new [batch, ...]."""
+  done = ops.reshape(done, (-1,) + (1,) * (len(old.shape) - 1))        # [batch, 1, ...]
+  return ops.where(done, old, new)                                     # [batch, ...]
+
+
+# ---------------------------------------------------------------------------- the search
+
+
+def init_state(initial_cache, batch_size, beam_size, max_decode_length):
+  """The state before the first step: one alive hypothesis (the start token) per sentence."""
+  first_beam_only = ops.convert_to_tensor([[0.0] + [NEG_INF] * (beam_size - 1)])  # [1, beam]
+  ids_shape = (batch_size, beam_size, max_decode_length + 1)
+  return BeamState(
+      step=ops.convert_to_tensor(0, "int32"),                                   # []
+      alive_ids=ops.full(ids_shape, START_ID, dtype="int32"),                   # [batch, beam, L+1]
+      alive_log_probs=ops.tile(first_beam_only, (batch_size, 1)),               # [batch, beam]
+      finished_ids=ops.full(ids_shape, START_ID, dtype="int32"),                # [batch, beam, L+1]
+      finished_scores=ops.full((batch_size, beam_size), NEG_INF, "float32"),    # [batch, beam]
+      done=ops.zeros((batch_size,), "bool"),                                    # [batch]
+      cache=tile_to_beams(initial_cache, beam_size))                            # [batch*beam, ...]
+
+
+def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id):
+  """One step: extend every alive hypothesis by one token, update alive and finished."""
+  step = state.step                                                              # []
+  last_ids = ops.take(state.alive_ids, step, axis=2)                             # [batch, beam]
+  logits, cache = symbols_to_logits_fn(
+      ops.reshape(last_ids, (batch_size * beam_size,)), step, state.cache)       # [batch*beam, V]
+  log_probs = ops.reshape(log_softmax(logits), (batch_size, beam_size, vocab_size))  # [b, beam, V]
+  log_probs = log_probs + state.alive_log_probs[:, :, None]                      # [b, beam, V]
+
+  # Every candidate has length step + 1, so ranking by log-prob is ranking by score.
+  flat_log_probs = ops.reshape(log_probs, (batch_size, beam_size * vocab_size))  # [b, beam*V]
+  topk_log_probs, topk_flat = ops.top_k(flat_log_probs, 2 * beam_size)           # [b, 2*beam]
+  topk_beams = ops.floor_divide(topk_flat, vocab_size)                           # [b, 2*beam]
+  topk_tokens = ops.cast(ops.mod(topk_flat, vocab_size), "int32")                # [b, 2*beam]
+  topk_ids = _gather(state.alive_ids, topk_beams)                                # [b, 2*beam, L+1]
+  topk_ids = write_at(topk_ids, step + 1, topk_tokens)                           # [b, 2*beam, L+1]
+  topk_finished = (topk_tokens == eos_id) & (topk_log_probs > NEG_INF)           # [b, 2*beam]
+
+  # Alive: the beam best candidates that did not write EOS (and their caches).
+  alive_log_probs, alive_pick = ops.top_k(
+      ops.where(topk_finished, NEG_INF, topk_log_probs), beam_size)              # [b, beam]
+  alive_ids = _gather(topk_ids, alive_pick)                                      # [b, beam, L+1]
+  source_beams = ops.take_along_axis(topk_beams, alive_pick, axis=1)             # [b, beam]
+  cache = gather_beams(cache, source_beams, beam_size)                           # [b*beam, ...]
+
+  # Finished: the beam best of the old finished and the candidates that wrote EOS.
+  new_scores = ops.where(topk_finished, topk_log_probs / length_penalty(step + 1, alpha),
+                         NEG_INF)                                                # [b, 2*beam]
+  finished_scores, finished_pick = ops.top_k(
+      ops.concatenate([state.finished_scores, new_scores], axis=1), beam_size)   # [b, beam]
+  finished_ids = _gather(
+      ops.concatenate([state.finished_ids, topk_ids], axis=1), finished_pick)    # [b, beam, L+1]
+
+  done = state.done                                                              # [batch]
+  return BeamState(
+      step=step + 1,
+      alive_ids=_keep_done(done, state.alive_ids, alive_ids),                    # [b, beam, L+1]
+      alive_log_probs=_keep_done(done, state.alive_log_probs, alive_log_probs),  # [b, beam]
+      finished_ids=_keep_done(done, state.finished_ids, finished_ids),           # [b, beam, L+1]
+      finished_scores=_keep_done(done, state.finished_scores, finished_scores),  # [b, beam]
+      done=done,
+      cache=cache)
+
+
+def sentence_done(state, limits, alpha, stop_early):
+  """Which sentences are over: reached their length limit, or (stop_early) cannot improve.
+
+  The bound (T2T's `_is_finished`): alive log-probs only fall as tokens are added and the length
+  penalty is at most `length_penalty(limit)`, so no alive hypothesis can score above
+  `best_alive_log_prob / length_penalty(limit)`; if the lowest finished score is above that,
+  the finished set is final.
+  """
+  done = state.done | (state.step >= limits)                                     # [batch]
+  if not stop_early:
+    return done
+  best_possible = state.alive_log_probs[:, 0] / length_penalty(limits, alpha)    # [batch]
+  has_finished = state.finished_scores > NEG_INF                                 # [batch, beam]
+  lowest_finished = ops.min(
+      ops.where(has_finished, state.finished_scores, float("inf")), axis=1)      # [batch]
+  bound_met = ops.any(has_finished, axis=1) & (lowest_finished > best_possible)  # [batch]
+  return done | bound_met                                                        # [batch]
+
+
+def finalize(state):
+  """Best-first ids [batch, beam, max_decode_length] (start token dropped) and scores [batch, beam].
+
+  Finished hypotheses come first (length-penalised scores); slots left empty are filled with
+  the best alive hypotheses (raw log-probabilities), T2T's fallback for sentences that finish none.
+  """
+  beam_size = state.finished_scores.shape[1]
+  num_finished = ops.sum(ops.cast(state.finished_scores > NEG_INF, "int32"), axis=1)  # [batch]
+  slots = ops.arange(beam_size, dtype="int32")[None, :]                          # [1, beam]
+  from_finished = slots < num_finished[:, None]                                  # [batch, beam]
+  alive_pick = ops.clip(slots - num_finished[:, None], 0, beam_size - 1)         # [batch, beam]
+  ids = ops.where(from_finished[:, :, None], state.finished_ids,
+                  _gather(state.alive_ids, alive_pick))                          # [b, beam, L+1]
+  scores = ops.where(from_finished, state.finished_scores,
+                     ops.take_along_axis(state.alive_log_probs, alive_pick, axis=1))  # [b, beam]
+  return ids[:, :, 1:], scores                                                   # [b, beam, L]
+
+
+def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
+  """beam_size and vocab_size must be Python ints; batch_size and max_decode_length may also be
+  scalar int tensors (TensorFlow: a SavedModel taking any batch and length)."""
+  for name, value, minimum in (("beam_size", beam_size, 1), ("vocab_size", vocab_size, 2)):
+    if not isinstance(value, int) or value < minimum:
+      raise ValueError(f"{name} must be a Python int >= {minimum}, got {value!r}")
+  for name, value in (("batch_size", batch_size), ("max_decode_length", max_decode_length)):
+    if isinstance(value, int) and value < 1:
+      raise ValueError(f"{name} must be >= 1, got {value}")
+
+
+def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
+                    max_decode_length, alpha=0.6, eos_id=1, decode_lengths=None, stop_early=True):
+  """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
+
+  Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
+  """
+  _check_arguments(batch_size, beam_size, vocab_size, max_decode_length)
+  limits = decode_limits(decode_lengths, batch_size, max_decode_length)          # [batch]
+
+  def body(state):
+    state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id)
+    return (state._replace(done=sentence_done(state, limits, alpha, stop_early)),)
+
+  def cond(state):
+    return (state.step < max_decode_length) & ops.logical_not(ops.all(state.done))
+
+  state = init_state(initial_cache, batch_size, beam_size, max_decode_length)
+  (state,) = ops.while_loop(cond, body, (state,))
+  return state
+
+
+def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
+                max_decode_length, alpha=0.6, eos_id=1, decode_lengths=None, stop_early=True):
+  """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
+
+  Args:
+    symbols_to_logits_fn: `(ids [batch*beam] int32, step [] int32, cache) ->
+      (logits [batch*beam, vocab], cache)`; `ids` are the last tokens (0 at step 0).
+    initial_cache: nested dict of tensors [batch, ...] (may be empty); tiled here to
+      [batch * beam, ...] before the first call.
+    batch_size, max_decode_length: Python ints, or scalar int32 tensors under tf.function (an
+      exported search taking any batch and length; the buffers keep their shape across steps).
+    beam_size, vocab_size: Python ints.
+    alpha: length penalty exponent; 0 ranks by plain log-probability, larger favours longer.
+    eos_id: the end-of-sentence id (T2T: 1). Decoding starts from id 0 (T2T).
+    decode_lengths: optional int32 [batch]: each sentence's maximum output length, EOS included
+      (input length + extra_length, capped at max_decode_length). A sentence whose hypotheses
+      reach it stops: finished hypotheses are kept, and if there are none, the alive ones.
+    stop_early: stop a sentence once its best hypotheses are provably found (T2T's bound).
+
+  Returns:
+    ids [batch, beam, max_decode_length] int32, best first, 0 (PAD) after EOS, and scores
+    [batch, beam] float32 (length-penalised log-probabilities; see `finalize`).
+    `beam_size=1` is greedy decoding (as in T2T): scores are the summed log-probabilities.
+  """
+  if beam_size == 1:
+    _check_arguments(batch_size, beam_size, vocab_size, max_decode_length)
+    ids, scores = greedy_search(symbols_to_logits_fn, initial_cache, batch_size,
+                                max_decode_length, eos_id, decode_lengths)
+    return ids[:, None, :], scores[:, None]                      # [batch, 1, L], [batch, 1]
+  return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
+                                  vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
+                                  stop_early))

@@ -1,0 +1,163 @@
+"""Greedy decoding and sampling: T2T's `beam_size=1` path, driven by the beam search's callback.
+
+One loop (`sampling_loop`) writes one token per step for every sentence of the batch; only the
+rule that picks the token differs: the argmax (`greedy_search`), or a draw from the softmax at a
+temperature, optionally restricted to the `top_k` most likely tokens (`sampling_search`).
+
+The callback is the one `beam_search` takes, with `batch` in place of `batch * beam`:
+
+    symbols_to_logits_fn(ids [batch] int32, step [] int32, cache) -> (logits [batch, vocab], cache)
+
+`ids` is the last token written (the start token 0 at step 0), `cache` a nested dict of tensors
+with the batch on axis 0. Everything is `keras.ops` with buffers preallocated to their final
+shape, so the loop runs eagerly, inside `tf.function` (TensorFlow backend, e.g. in an exported
+SavedModel) and under `jax.jit`.
+
+Example, a "model" that always prefers token 2 and then EOS (1):
+
+    >>> def fn(ids, step, cache):
+    ...   table = ops.convert_to_tensor([[0., 0., 5.], [0., 9., 0.], [0., 9., 0.]])
+    ...   return ops.take(table, ids, axis=0), cache
+    >>> ids, scores = greedy_search(fn, {}, batch_size=1, max_decode_length=4)
+    >>> ops.convert_to_numpy(ids)
+    array([[2, 1, 0, 0]], dtype=int32)
+"""
+
+from typing import Any, NamedTuple
+
+import keras
+from keras import ops
+
+START_ID = 0    # T2T starts decoding from PAD (0)
+NEG_INF = float("-inf")
+
+
+class SamplingState(NamedTuple):
+  """The loop variables of greedy decoding and sampling."""
+  step: Any        # [] int32: tokens written so far
+  ids: Any         # [batch, max_decode_length + 1] int32: position 0 holds the start token
+  log_probs: Any   # [batch] float32: sum of the model's log-probabilities of the written tokens
+  finished: Any    # [batch] bool: wrote EOS or reached its length limit
+  cache: Any       # nested dict, each tensor [batch, ...]
+
+
+def decode_limits(decode_lengths, batch_size, max_decode_length):
+  """Per-sentence maximum output lengths (EOS included), clipped to [1, max_decode_length]."""
+  if decode_lengths is None:
+    return ops.full((batch_size,), max_decode_length, dtype="int32")  # [batch]
+  limits = ops.cast(ops.convert_to_tensor(decode_lengths), "int32")   # [batch]
+  return ops.clip(ops.reshape(limits, (batch_size,)), 1, max_decode_length)  # [batch]
+
+
+def write_at(ids, position, tokens):
+  """`ids[..., position] = tokens` for a dynamic scalar `position`.
+
+  A select rather than `ops.slice_update`, whose TensorFlow kernel is the XLA op
+  `XlaDynamicUpdateSlice`: the exported graph keeps to core ops.
+  """
+  hit = ops.arange(ops.shape(ids)[-1], dtype="int32") == position      # [length]
+  return ops.where(hit, ops.expand_dims(tokens, -1), ids)              # [..., length]
+
+
+def log_softmax(logits):
+  """Normalised log-probabilities in float32, whatever dtype the model computes in."""
+  return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [..., vocab]
+
+
+def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick_fn,
+                  eos_id=1, decode_lengths=None):
+  """Runs the decoding loop and returns the final `SamplingState` (with the number of steps run).
+
+  Args:
+    pick_fn: `(logits [batch, vocab] float32, step [] int32) -> tokens [batch] int32`.
+    Other arguments: see `greedy_search`.
+  """
+  limits = decode_limits(decode_lengths, batch_size, max_decode_length)  # [batch]
+
+  def body(state):
+    step = state.step                                                    # []
+    last_ids = ops.take(state.ids, step, axis=1)                         # [batch]
+    logits, cache = symbols_to_logits_fn(last_ids, step, state.cache)    # [batch, vocab]
+    logits = ops.cast(logits, "float32")                                 # [batch, vocab]
+    tokens = ops.cast(pick_fn(logits, step), "int32")                    # [batch]
+    tokens = ops.where(state.finished, 0, tokens)                        # [batch] PAD after EOS
+    token_log_probs = ops.take_along_axis(
+        log_softmax(logits), ops.expand_dims(tokens, 1), axis=1)[:, 0]   # [batch]
+    log_probs = state.log_probs + ops.where(state.finished, 0.0, token_log_probs)  # [batch]
+    finished = state.finished | (tokens == eos_id) | (step + 1 >= limits)          # [batch]
+    return (SamplingState(step + 1, write_at(state.ids, step + 1, tokens), log_probs,
+                          finished, cache),)
+
+  def cond(state):
+    return (state.step < max_decode_length) & ops.logical_not(ops.all(state.finished))
+
+  state = SamplingState(
+      step=ops.convert_to_tensor(0, "int32"),                                       # []
+      ids=ops.full((batch_size, max_decode_length + 1), START_ID, dtype="int32"),   # [batch, L+1]
+      log_probs=ops.zeros((batch_size,), "float32"),                                # [batch]
+      finished=ops.zeros((batch_size,), "bool"),                                    # [batch]
+      cache=initial_cache)
+  (state,) = ops.while_loop(cond, body, (state,))
+  return state
+
+
+def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, eos_id=1,
+                  decode_lengths=None):
+  """Greedy decoding: the most likely token at every step (T2T's `beam_size=1`).
+
+  Args:
+    symbols_to_logits_fn: `(ids [batch], step [], cache) -> (logits [batch, vocab], cache)`.
+    initial_cache: nested dict of tensors with the batch on axis 0 (may be empty).
+    batch_size, max_decode_length: Python ints, or scalar int32 tensors under tf.function.
+    eos_id: the end-of-sentence id (T2T: 1).
+    decode_lengths: optional int32 [batch]: each sentence's maximum output length, EOS
+      included (input length + extra_length); a sentence that reaches it stops there.
+
+  Returns:
+    ids [batch, max_decode_length] int32 (0 after EOS) and scores [batch] float32: the sum of
+    the log-probabilities of the written tokens (no length penalty, as in T2T).
+  """
+  pick = lambda logits, step: ops.argmax(logits, axis=-1)  # [batch]
+  state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
+                        eos_id, decode_lengths)
+  return state.ids[:, 1:], state.log_probs  # [batch, L], [batch]
+
+
+def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
+                    temperature=1.0, top_k=0, seed=None, eos_id=1, decode_lengths=None):
+  """Sampling from the model's distribution at `temperature`, optionally among the `top_k` best.
+
+  `temperature=0` is greedy decoding (T2T's `sampling_temperature=0`). All random numbers are
+  drawn before the loop (one uniform number per sentence and step, turned into a token through
+  the cumulative distribution), so an int `seed` gives the same samples on every call, inside
+  `tf.function` and under `jax.jit` alike; `seed=None` uses Keras's global seed generator (not
+  usable under `jax.jit`).
+
+  Returns:
+    ids [batch, max_decode_length] int32 (0 after EOS) and scores [batch] float32: the sum of
+    the model's log-probabilities (temperature 1, all tokens) of the sampled tokens.
+  Other arguments: see `greedy_search`.
+  """
+  if temperature < 0:
+    raise ValueError(f"temperature must be >= 0 (0 is greedy decoding), got {temperature}")
+  if top_k < 0:
+    raise ValueError(f"top_k must be >= 0 (0 keeps all tokens), got {top_k}")
+  if temperature == 0:
+    return greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
+                         eos_id, decode_lengths)
+  uniform = keras.random.uniform((max_decode_length, batch_size), minval=1e-7, maxval=1.0,
+                                 seed=seed)                              # [L, batch]
+
+  def pick(logits, step):
+    logits = logits / temperature                                        # [batch, vocab]
+    if top_k:
+      kth_best = ops.top_k(logits, top_k)[0][:, -1:]                     # [batch, 1]
+      logits = ops.where(logits < kth_best, NEG_INF, logits)             # [batch, vocab]
+    cdf = ops.cumsum(ops.softmax(logits, axis=-1), axis=-1)              # [batch, vocab]
+    target = ops.take(uniform, step, axis=0)[:, None] * cdf[:, -1:]      # [batch, 1]
+    tokens = ops.sum(ops.cast(cdf < target, "int32"), axis=-1)           # [batch]
+    return ops.minimum(tokens, ops.shape(logits)[-1] - 1)                # [batch]
+
+  state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
+                        eos_id, decode_lengths)
+  return state.ids[:, 1:], state.log_probs  # [batch, L], [batch]

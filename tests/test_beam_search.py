@@ -1,0 +1,383 @@
+"""Beam search, greedy decoding and sampling, with scripted logits and a tiny recurrent "model".
+
+Backend-agnostic (keras.ops + numpy): run with KERAS_BACKEND=tensorflow and KERAS_BACKEND=jax.
+"""
+
+import importlib
+import itertools
+import math
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
+                                           run_beam_search, tile_to_beams)
+from t2t_lite.decoding.sampling import greedy_search, sampling_search
+
+pytestmark = pytest.mark.backend_independent
+
+PAD, EOS, A, B, C = 0, 1, 2, 3, 4
+
+
+def compiled(fn):
+  """The function as the backend compiles it: tf.function (TensorFlow) or jax.jit (JAX)."""
+  backend = keras.backend.backend()
+  if backend == "tensorflow":
+    return importlib.import_module("tensorflow").function(fn)
+  if backend == "jax":
+    return importlib.import_module("jax").jit(fn)
+  return fn
+
+
+def numpy(x):
+  return ops.convert_to_numpy(x)
+
+
+def gnmt_score(log_prob, length, alpha):
+  return log_prob / ((5.0 + length) / 6.0) ** alpha
+
+
+def until_eos(ids):
+  """The tokens up to and including the first EOS (all of them if none)."""
+  ids = list(int(i) for i in ids)
+  return tuple(ids[:ids.index(EOS) + 1]) if EOS in ids else tuple(ids)
+
+
+# ---------------------------------------------------------------- scripted (Markov) logits
+
+
+def markov_fn(rows_per_step, vocab=5):
+  """Logits depending on the step and the last token only.
+
+  rows_per_step: one dict per step: {last_token: {token: prob}}; unlisted tokens share what is
+  left of the mass; an unlisted last token gets a uniform row. Returns (fn, log-prob table).
+  """
+  table = np.zeros((len(rows_per_step), vocab, vocab))
+  for step, rows in enumerate(rows_per_step):
+    for last in range(vocab):
+      probs = dict(rows.get(last, {}))
+      rest = [t for t in range(vocab) if t not in probs]
+      left = 1.0 - sum(probs.values())
+      probs.update({t: left / len(rest) for t in rest})
+      table[step, last] = np.log(np.maximum([probs[t] for t in range(vocab)], 1e-12))
+  table_tensor = ops.convert_to_tensor(table.astype("float32"))
+
+  def fn(ids, step, cache):
+    return ops.take(ops.take(table_tensor, step, axis=0), ids, axis=0), cache  # [n, vocab]
+  return fn, table
+
+
+def markov_log_prob(table, seq):
+  last, total = PAD, 0.0
+  for step, token in enumerate(seq):
+    total += table[step, last, token]
+    last = token
+  return total
+
+
+def test_finds_the_best_sequence_that_greedy_misses():
+  # Greedy takes A (0.5) and then faces a flat distribution; B then EOS has probability 0.396.
+  fn, table = markov_fn([{PAD: {A: 0.5, B: 0.4, EOS: 0.05, C: 0.04}},
+                         {B: {EOS: 0.99}},
+                         {}, {}])
+  ids, scores = beam_search(fn, {}, batch_size=1, beam_size=3, vocab_size=5, max_decode_length=4,
+                            alpha=0.6)
+  ids, scores = numpy(ids), numpy(scores)
+  assert ids.shape == (1, 3, 4) and scores.shape == (1, 3)
+  assert ids[0, 0].tolist() == [B, EOS, PAD, PAD]
+  np.testing.assert_allclose(scores[0, 0], gnmt_score(math.log(0.4 * 0.99), 2, 0.6), rtol=1e-5)
+  assert np.all(np.diff(scores[0]) <= 0), "beams are sorted best first"
+  greedy_ids, _ = greedy_search(fn, {}, batch_size=1, max_decode_length=4)
+  assert numpy(greedy_ids)[0, 0] == A
+
+
+LONG_OR_SHORT = [{PAD: {EOS: 0.5, A: 0.45}}, {A: {A: 0.935}}, {A: {A: 0.935}}, {A: {EOS: 0.935}},
+                 {}]
+
+
+@pytest.mark.parametrize("alpha,expected", [(0.0, [EOS]), (1.0, [A, A, A, EOS])])
+def test_length_penalty_picks_short_or_long(alpha, expected):
+  # [EOS] has log-prob -0.69; [A A A EOS] has -1.00 but length 4: -1.00 / 1.5 = -0.67 at alpha 1.
+  fn, table = markov_fn(LONG_OR_SHORT)
+  assert markov_log_prob(table, [EOS]) > markov_log_prob(table, [A, A, A, EOS])
+  ids, scores = beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=5, alpha=alpha)
+  assert until_eos(numpy(ids)[0, 0]) == tuple(expected)
+  np.testing.assert_allclose(
+      numpy(scores)[0, 0],
+      gnmt_score(markov_log_prob(table, expected), len(expected), alpha), rtol=1e-5)
+
+
+def test_length_penalty_formula():
+  np.testing.assert_allclose(numpy(length_penalty(7, 0.6)), (12 / 6) ** 0.6, rtol=1e-6)
+  np.testing.assert_allclose(numpy(length_penalty(ops.convert_to_tensor([1, 10]), 0.0)), [1, 1])
+
+
+# Step 0: EOS 0.3, A 0.6 (alive beats finished: go on). Step 1 after A: EOS 0.9, so the worst
+# finished ([EOS], log 0.3) beats every alive hypothesis (at most log(0.6 * 0.05)) at alpha 0.
+EARLY_STOP = [{PAD: {EOS: 0.3, A: 0.6}}, {A: {EOS: 0.9}}] + [{}] * 18
+
+
+@pytest.mark.parametrize("stop_early,alpha,steps", [(True, 0.0, 2), (False, 0.0, 20)])
+def test_early_termination_at_the_right_step(stop_early, alpha, steps):
+  fn, _ = markov_fn(EARLY_STOP)
+  state = run_beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=20,
+                          alpha=alpha, stop_early=stop_early)
+  assert int(numpy(state.step)) == steps
+  ids, _ = beam_search(fn, {}, 1, 2, 5, 20, alpha=alpha, stop_early=stop_early)
+  assert until_eos(numpy(ids)[0, 0]) == (A, EOS)
+
+
+def test_large_alpha_and_long_limit_delay_early_termination():
+  # With alpha 2 and limit 20, alive log-probs divided by ((5 + 20) / 6) ** 2 = 17.4 stay above
+  # the worst finished score for longer: the bound must hold for the longest possible output.
+  fn, _ = markov_fn(EARLY_STOP)
+  state = run_beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=20, alpha=2.0)
+  assert 2 < int(numpy(state.step)) < 20
+
+
+# ---------------------------------------------------------------- a tiny recurrent "model"
+
+
+class TinyRecurrentModel:
+  """logits_t = U tanh(W h_{t-1} + E[token_{t-1}]) + step * bias: depends on the whole prefix.
+
+  The hidden state lives in a nested cache; each sentence starts from its own h_0 (the
+  "encoder output"), so sentences of a batch differ. `log_probs` is the numpy twin.
+  """
+
+  def __init__(self, vocab=4, hidden=6, seed=0):
+    rng = np.random.default_rng(seed)
+    self.vocab = vocab
+    self.embed = rng.normal(size=(vocab, hidden)).astype("float32") * 1.5
+    self.w = rng.normal(size=(hidden, hidden)).astype("float32") * 0.8
+    self.out = rng.normal(size=(hidden, vocab)).astype("float32") * 1.5
+    self.bias = rng.normal(size=(vocab,)).astype("float32") * 0.3
+
+  def initial_cache(self, batch, seed=1):
+    h0 = np.random.default_rng(seed).normal(size=(batch, self.w.shape[0])).astype("float32")
+    return {"layer_0": {"h": h0}}
+
+  def symbols_to_logits(self, ids, step, cache):
+    h = ops.tanh(ops.matmul(cache["layer_0"]["h"], self.w) + ops.take(self.embed, ids, axis=0))
+    logits = ops.matmul(h, self.out) + ops.cast(step, "float32") * self.bias
+    return logits, {"layer_0": {"h": h}}
+
+  def log_probs(self, h, last, step):
+    h = np.tanh(h.astype("float64") @ self.w + self.embed[last])
+    logits = h @ self.out + step * self.bias
+    return h, logits - np.logaddexp.reduce(logits)
+
+  def brute_force(self, h0, max_length, alpha):
+    """All (score, sequence) ending in EOS within max_length, best first."""
+    results = []
+
+    def extend(prefix, h, log_prob):
+      h, log_probs = self.log_probs(h, prefix[-1] if prefix else PAD, len(prefix))
+      for token in range(self.vocab):
+        total = log_prob + log_probs[token]
+        if token == EOS:
+          results.append((gnmt_score(total, len(prefix) + 1, alpha), prefix + (EOS,)))
+        elif len(prefix) + 1 < max_length:
+          extend(prefix + (token,), h, total)
+    extend((), h0, 0.0)
+    return sorted(results, reverse=True)
+
+  def greedy(self, h0, max_length):
+    prefix, h, total = (), h0, 0.0
+    while len(prefix) < max_length and EOS not in prefix:
+      h, log_probs = self.log_probs(h, prefix[-1] if prefix else PAD, len(prefix))
+      prefix += (int(np.argmax(log_probs)),)
+      total += log_probs[prefix[-1]]
+    return prefix, total
+
+
+@pytest.mark.parametrize("seed,alpha", [(0, 0.6), (1, 0.0), (2, 1.5)])
+def test_large_beam_equals_exhaustive_search(seed, alpha):
+  # Vocab 4, length <= 5: 1 + 3 + 9 + 27 + 81 = 121 sequences end in EOS. A beam of 256 keeps
+  # every alive prefix (at most 81) and its 2 * 256 candidates cover all 81 * 4 extensions, so
+  # beam search must find every sequence, with the brute-force score.
+  model, batch, max_length, beam = TinyRecurrentModel(seed=seed), 2, 5, 256
+  cache = model.initial_cache(batch, seed=seed + 10)
+  search = compiled(lambda cache: beam_search(model.symbols_to_logits, cache, batch, beam, 4,
+                                              max_length, alpha=alpha, stop_early=False))
+  ids, scores = map(numpy, search(cache))
+  for b in range(batch):
+    expected = model.brute_force(cache["layer_0"]["h"][b], max_length, alpha)
+    assert len(expected) == 121
+    assert until_eos(ids[b, 0]) == expected[0][1]
+    np.testing.assert_allclose(scores[b, :121], [s for s, _ in expected], rtol=1e-4, atol=1e-5)
+    found = {until_eos(row): score for row, score in zip(ids[b, :121], scores[b, :121])}
+    assert sorted(found) == sorted(seq for _, seq in expected)
+    for score, seq in expected:
+      np.testing.assert_allclose(found[seq], score, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("seed,alpha", [(3, 0.6), (4, 1.0)])
+def test_stop_early_keeps_the_exhaustive_best(seed, alpha):
+  model, max_length = TinyRecurrentModel(seed=seed), 5
+  cache = model.initial_cache(1, seed=seed)
+  ids, scores = beam_search(model.symbols_to_logits, cache, 1, 256, 4, max_length, alpha=alpha)
+  best_score, best = model.brute_force(cache["layer_0"]["h"][0], max_length, alpha)[0]
+  assert until_eos(numpy(ids)[0, 0]) == best
+  np.testing.assert_allclose(numpy(scores)[0, 0], best_score, rtol=1e-4)
+
+
+def test_per_sentence_decode_lengths():
+  model, limits, beam = TinyRecurrentModel(seed=5), [2, 3, 5], 64
+  cache = model.initial_cache(3, seed=6)
+  search = compiled(lambda cache, lengths: beam_search(
+      model.symbols_to_logits, cache, 3, beam, 4, max_decode_length=6, alpha=0.6,
+      decode_lengths=lengths))
+  ids, scores = map(numpy, search(cache, np.asarray(limits, "int32")))
+  for b, limit in enumerate(limits):
+    assert not ids[b, :, limit:].any(), f"sentence {b} wrote past its limit {limit}"
+    best_score, best = model.brute_force(cache["layer_0"]["h"][b], limit, 0.6)[0]
+    assert until_eos(ids[b, 0]) == best
+    np.testing.assert_allclose(scores[b, 0], best_score, rtol=1e-4)
+    # Same result as searching that sentence alone: batch-mates do not change it.
+    alone = {"layer_0": {"h": cache["layer_0"]["h"][b:b + 1]}}
+    alone_ids, alone_scores = beam_search(model.symbols_to_logits, alone, 1, beam, 4, limit,
+                                          alpha=0.6)
+    np.testing.assert_array_equal(ids[b, :, :limit], numpy(alone_ids)[0])
+    np.testing.assert_allclose(scores[b], numpy(alone_scores)[0], rtol=1e-6)
+
+
+def test_sentence_that_finishes_nothing_returns_alive_hypotheses():
+  # EOS is never likely enough to be among the candidates: T2T returns the alive hypotheses.
+  fn, _ = markov_fn([{t: {EOS: 1e-9} for t in range(5)}] * 3)
+  ids, scores = beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=3)
+  ids, scores = numpy(ids), numpy(scores)
+  assert EOS not in ids
+  np.testing.assert_allclose(scores[0], [3 * math.log((1 - 1e-9) / 4)] * 2, rtol=1e-5)
+
+
+def test_beam_one_equals_greedy():
+  model = TinyRecurrentModel(seed=7)
+  cache = model.initial_cache(4, seed=8)
+  lengths = np.asarray([1, 3, 5, 6], "int32")
+  beam_ids, beam_scores = beam_search(model.symbols_to_logits, cache, 4, 1, 4, 6,
+                                      decode_lengths=lengths)
+  greedy_ids, greedy_scores = greedy_search(model.symbols_to_logits, cache, 4, 6,
+                                            decode_lengths=lengths)
+  np.testing.assert_array_equal(numpy(beam_ids)[:, 0], numpy(greedy_ids))
+  np.testing.assert_allclose(numpy(beam_scores)[:, 0], numpy(greedy_scores))
+  for b, limit in enumerate(lengths):
+    expected, log_prob = model.greedy(cache["layer_0"]["h"][b], limit)
+    row = numpy(greedy_ids)[b]
+    assert tuple(row[:len(expected)]) == expected and not row[len(expected):].any()
+    np.testing.assert_allclose(numpy(greedy_scores)[b], log_prob, rtol=1e-5)
+
+
+# ---------------------------------------------------------------- sampling
+
+
+def test_sampling_follows_the_tempered_distribution_and_top_k():
+  logits = np.asarray([0.0, 0.5, 1.0, 2.0, -1.0], "float32")
+  fn = lambda ids, step, cache: (ops.tile(logits[None], (ops.shape(ids)[0], 1)), cache)
+  n, temperature = 4000, 0.7
+  ids, _ = sampling_search(fn, {}, n, max_decode_length=1, temperature=temperature, seed=3)
+  frequencies = np.bincount(numpy(ids)[:, 0], minlength=5) / n
+  expected = np.exp(logits / temperature) / np.exp(logits / temperature).sum()
+  np.testing.assert_allclose(frequencies, expected, atol=0.03)
+  top2, _ = sampling_search(fn, {}, n, 1, temperature=1.0, top_k=2, seed=3)
+  assert set(np.unique(numpy(top2))) == {2, 3}
+
+
+def test_sampling_is_reproducible_and_top_1_is_greedy():
+  model = TinyRecurrentModel(seed=9)
+  cache = model.initial_cache(8, seed=9)
+  sample = compiled(lambda cache: sampling_search(model.symbols_to_logits, cache, 8, 6,
+                                                  temperature=1.0, seed=42))
+  first, second = numpy(sample(cache)[0]), numpy(sample(cache)[0])
+  np.testing.assert_array_equal(first, second)
+  for row in first:
+    assert not row[len(until_eos(row)):].any(), "PAD after EOS"
+  top1, _ = sampling_search(model.symbols_to_logits, cache, 8, 6, temperature=1.0, top_k=1)
+  greedy, _ = greedy_search(model.symbols_to_logits, cache, 8, 6)
+  np.testing.assert_array_equal(numpy(top1), numpy(greedy))
+
+
+# ---------------------------------------------------------------- helpers and arguments
+
+
+def test_tile_and_gather_beams():
+  cache = {"a": np.arange(6, dtype="float32").reshape(2, 3), "b": {"c": np.asarray([7, 8])}}
+  tiled = tile_to_beams(cache, 2)
+  np.testing.assert_array_equal(numpy(tiled["b"]["c"]), [7, 7, 8, 8])
+  picked = gather_beams(tiled, np.asarray([[1, 1, 0], [0, 1, 1]]), beam_size=2)
+  np.testing.assert_array_equal(numpy(picked["a"])[:, 0], [0, 0, 0, 3, 3, 3])
+  assert numpy(picked["b"]["c"]).tolist() == [7, 7, 7, 8, 8, 8]
+
+
+def test_bad_arguments_are_explained():
+  fn, _ = markov_fn([{}])
+  with pytest.raises(ValueError, match="vocab_size must be a Python int >= 2"):
+    beam_search(fn, {}, 1, 2, 1, 1)
+  with pytest.raises(ValueError, match="temperature must be >= 0"):
+    sampling_search(fn, {}, 1, 1, temperature=-1.0)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow",
+                    reason="unknown batch and length: a tf.function signature (exported models)")
+def test_tf_function_with_unknown_batch_and_length():
+  tf = importlib.import_module("tensorflow")
+  model = TinyRecurrentModel(seed=11)
+
+  @tf.function(input_signature=[tf.TensorSpec([None, 6], tf.float32),
+                                tf.TensorSpec([None], tf.int32)])
+  def search(h0, lengths):
+    batch, max_length, cache = ops.shape(h0)[0], ops.max(lengths), {"layer_0": {"h": h0}}
+    beams = beam_search(model.symbols_to_logits, cache, batch, 3, 4, max_length,
+                        decode_lengths=lengths)
+    greedy = greedy_search(model.symbols_to_logits, cache, batch, max_length,
+                           decode_lengths=lengths)
+    sampled = sampling_search(model.symbols_to_logits, cache, batch, max_length, seed=1,
+                              decode_lengths=lengths)
+    return beams, greedy, sampled
+
+  cache, lengths = model.initial_cache(2, seed=12), np.asarray([3, 5], "int32")
+  (ids, scores), greedy, sampled = search(cache["layer_0"]["h"], lengths)
+  eager_ids, eager_scores = beam_search(model.symbols_to_logits, cache, 2, 3, 4, 5,
+                                        decode_lengths=lengths)
+  np.testing.assert_array_equal(numpy(ids), numpy(eager_ids))
+  np.testing.assert_allclose(numpy(scores), numpy(eager_scores), rtol=1e-6)
+  eager_greedy = greedy_search(model.symbols_to_logits, cache, 2, 5, decode_lengths=lengths)
+  np.testing.assert_array_equal(numpy(greedy[0]), numpy(eager_greedy[0]))
+  assert numpy(sampled[0]).shape == (2, 5) and not numpy(sampled[0])[0, 3:].any()
+
+
+def test_transformer_large_beam_equals_exhaustive_search():
+  # The real model: cached decode_step inside the search against teacher-forced scoring of every
+  # sequence. Vocab 5, length <= 4: 1 + 4 + 16 + 64 = 85 sequences end in EOS; a beam of 160
+  # keeps all 64 alive prefixes and its 320 candidates cover all 64 * 5 extensions.
+  transformer = pytest.importorskip("t2t_lite.models.transformer")
+  keras.utils.set_random_seed(0)
+  vocab, max_length, alpha = 5, 4, 0.6
+  model = transformer.Transformer(vocab_size=vocab, hidden_size=16, filter_size=32, num_heads=2,
+                                  num_encoder_layers=1, num_decoder_layers=2, dropout=0.0)
+  model.build()
+  source = np.asarray([[2, 3, 4, 1]], "int32")
+  memory, source_mask = model.encode(source)
+  cache = model.init_cache(memory, source_mask, max_length)
+  ids, scores = beam_search(model.decode_step, cache, 1, 160, vocab, max_length, alpha=alpha,
+                            stop_early=False)
+  ids, scores = numpy(ids)[0], numpy(scores)[0]
+
+  # Every sequence, PAD-padded to max_length: one teacher-forced pass (positions after EOS are
+  # causally masked from the ones before, and ignored).
+  sequences = [prefix + (EOS,) for length in range(max_length)
+               for prefix in itertools.product([PAD, A, B, C], repeat=length)]
+  targets = np.asarray([seq + (PAD,) * (max_length - len(seq)) for seq in sequences], "int32")
+  logits = numpy(model({"inputs": np.repeat(source, len(targets), 0), "targets": targets}))
+  log_probs = logits - np.logaddexp.reduce(logits.astype("float64"), axis=-1, keepdims=True)
+  token_log_probs = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
+  expected = {seq: gnmt_score(token_log_probs[i, :len(seq)].sum(), len(seq), alpha)
+              for i, seq in enumerate(sequences)}
+  assert len(expected) == 85
+  found = {until_eos(row): score for row, score in zip(ids[:85], scores[:85])}
+  assert sorted(found) == sorted(expected)
+  for seq, score in expected.items():
+    np.testing.assert_allclose(found[seq], score, rtol=1e-4, atol=1e-5)
+  assert scores[0] == pytest.approx(max(expected.values()), abs=1e-5)
