@@ -1,0 +1,71 @@
+"""Attention pictures from synthetic weights: files, valid PNGs, exact npz round trip, errors."""
+
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from t2t_lite.decoding.attention_pictures import load_attention, save_attention
+
+SOURCE = ["▁The", "▁cat", "▁sat", "<EOS>"]
+TARGET = ["▁Die", "▁Katze", "<EOS>"]
+
+
+def softmax_weights(rng, *shape):
+  x = np.exp(rng.normal(size=shape) * 2)
+  return (x / x.sum(-1, keepdims=True)).astype("float32")
+
+
+@pytest.fixture
+def weights():
+  rng = np.random.default_rng(0)
+  return {"encoder_self": [softmax_weights(rng, 1, 2, 4, 4), softmax_weights(rng, 2, 4, 4)],
+          "decoder_self": [np.tril(softmax_weights(rng, 2, 3, 3)) for _ in range(2)],
+          "encoder_decoder": [softmax_weights(rng, 2, 3, 4) for _ in range(2)]}
+
+
+def test_writes_npz_heatmaps_and_word_view(weights, tmp_path):
+  paths = save_attention(weights, SOURCE, TARGET, str(tmp_path / "pictures"), word="▁cat")
+  names = sorted(os.path.basename(p) for p in paths)
+  assert names == sorted(["attention.npz"] + [f"{kind}_layer{n}.png" for n in (1, 2) for kind in
+                                               ("encoder_self", "decoder_self", "encoder_decoder")]
+                         + ["encoder_self_layer1_word1.png"])  # default layer: second-to-last
+  for path in paths:
+    assert os.path.getsize(path) > 0
+    if path.endswith(".png"):
+      with Image.open(path) as image:
+        image.verify()
+      with Image.open(path) as image:
+        assert image.format == "PNG" and 200 <= image.width <= 4000 and 200 <= image.height <= 4000
+
+
+def test_npz_round_trips_exactly(weights, tmp_path):
+  save_attention(weights, SOURCE, TARGET, str(tmp_path), word_kind="encoder_decoder",
+                 word_layer=2, word=0)
+  loaded, source, target = load_attention(str(tmp_path / "attention.npz"))
+  assert source == SOURCE and target == TARGET
+  assert sorted(loaded) == sorted(weights)
+  for kind, layers in weights.items():
+    assert len(loaded[kind]) == len(layers)
+    for original, back in zip(layers, loaded[kind]):
+      original = original[0] if original.ndim == 4 else original  # batch axis of 1 dropped
+      assert back.dtype == original.dtype and np.array_equal(back, original)
+  assert os.path.exists(tmp_path / "encoder_decoder_layer2_word0.png")
+
+
+def test_wrong_shapes_and_arguments_are_explained(weights, tmp_path):
+  bad = dict(weights, decoder_self=[weights["decoder_self"][0], np.zeros((2, 3, 4))])
+  with pytest.raises(ValueError, match=r"weights\['decoder_self'\]\[1\] has shape \(2, 3, 4\); "
+                                       r"expected \[heads, 3, 3\] \(target x target tokens\)"):
+    save_attention(bad, SOURCE, TARGET, str(tmp_path))
+  with pytest.raises(ValueError, match="has 3 heads, layer 0 has 2"):
+    save_attention({"encoder_decoder": [np.zeros((2, 3, 4)), np.zeros((3, 3, 4))]}, SOURCE, TARGET,
+                   str(tmp_path), word_kind="encoder_decoder")
+  with pytest.raises(ValueError, match="unknown attention kinds"):
+    save_attention({"self": [np.zeros((2, 4, 4))]}, SOURCE, TARGET, str(tmp_path))
+  with pytest.raises(ValueError, match="not among the query tokens"):
+    save_attention(weights, SOURCE, TARGET, str(tmp_path), word="▁dog")
+  with pytest.raises(ValueError, match="word_layer must be in 1..2"):
+    save_attention(weights, SOURCE, TARGET, str(tmp_path), word_layer=3)
+  assert not os.listdir(tmp_path), "nothing is written when the input is wrong"
