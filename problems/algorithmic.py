@@ -6,8 +6,8 @@ process from a seeded generator, so every run sees the same data, and need no fi
 Text is the symbols' ids in decimal, space separated: "4 2 11".
 
     >>> problem = get_problem("algorithmic_reverse")
-    >>> problem.text_pairs("dev", data_dir=None)[0]
-    ('7 3 9', '9 3 7')
+    >>> problem.text_pairs("dev")[0]
+    ('4 3 4 6 10 6 2 5 8 10 9 11 3 10 2 7 4', '4 7 2 10 3 11 9 10 8 5 2 6 10 6 4 3 4')
 """
 
 import numpy as np

@@ -7,7 +7,7 @@ vocabulary shared by both sides:
     >>> vocab = problem.get_vocab("t2t_data")          # builds vocab.<name>.<size>.model once
     >>> batches = problem.dataset("train", "t2t_data", hparams, training=True)
     >>> next(iter(batches))["inputs"].shape             # int32 [B, S], EOS appended, 0-padded
-    TensorShape([455, 9])
+    TensorShape([455, 9])                               # e.g.: 455 pairs * 9 tokens <= 4096
 
 `get_problem` resolves aliases (`translate_ende_wmt32k`) and the `_rev` suffix, which swaps the
 direction of any problem (`translate_ende_rev` is DE -> EN with the same vocabulary file).
@@ -74,16 +74,16 @@ class Problem:
             for ex in self.text_dataset(split, data_dir).as_numpy_iterator()]
 
   def token_dataset(self, split, data_dir, input_context=None):
-    """Unbatched {"inputs": int32 [S], "targets": int32 [T]}, no EOS, this pipeline's shard.
+    """Chunks of ids {"inputs", "targets"}: int32 ragged [N, (len)], no EOS, this pipeline's shard.
 
     Reads the token shards of `t2t-lite-datagen` when they exist for this vocabulary, otherwise
-    tokenizes the text in-graph.
+    tokenizes the text in-graph (`pipeline.tokenize`).
     """
     check_split(split)
     vocab = self.get_vocab(data_dir)
-    tokens = datagen.read_token_shards(self.name, split, data_dir, vocab)
-    if tokens is not None:
-      return pipeline.shard(tokens, input_context)
+    chunks = datagen.read_token_shards(self.name, split, data_dir, vocab, input_context)
+    if chunks is not None:
+      return chunks
     texts = pipeline.shard(self.text_dataset(split, data_dir), input_context)
     return pipeline.tokenize(texts, vocab)
 

@@ -50,16 +50,18 @@ def test_bucket_boundaries_are_geometric_and_batch_sizes_fill_the_budget():
 
 
 def test_small_steps_do_what_their_docstrings_say():
-  pairs = tf.data.Dataset.from_tensor_slices(
+  chunks = tf.data.Dataset.from_tensors(
       {"inputs": tf.ragged.constant([[5], [5, 6, 7]]), "targets": tf.ragged.constant([[6, 7], [6]])})
-  pairs = pairs.map(lambda ex: {k: v.to_tensor() if isinstance(v, tf.RaggedTensor) else v
-                                for k, v in ex.items()})
-  with_eos = list(pipeline.append_eos(pairs).as_numpy_iterator())
-  assert with_eos[0]["inputs"].tolist() == [5, 1] and with_eos[0]["targets"].tolist() == [6, 7, 1]
-  kept = list(pipeline.filter_by_length(pipeline.append_eos(pairs), 3).as_numpy_iterator())
-  assert len(kept) == 1 and kept[0]["inputs"].tolist() == [5, 1]
-  batch = next(iter(pipeline.batch_by_length(pipeline.append_eos(pairs), 32, 16)))
-  assert batch["inputs"].shape == (2, 8) and batch["targets"].shape == (2, 8)
+  with_eos = next(iter(pipeline.append_eos(chunks)))
+  assert with_eos["inputs"].to_list() == [[5, 1], [5, 6, 7, 1]]
+  assert with_eos["targets"].to_list() == [[6, 7, 1], [6, 1]]
+  kept = next(iter(pipeline.filter_by_length(pipeline.append_eos(chunks), 3)))
+  assert kept["inputs"].to_list() == [[5, 1]] and kept["targets"].to_list() == [[6, 7, 1]]
+  pairs = list(pipeline.unchunk(pipeline.append_eos(chunks)).as_numpy_iterator())
+  assert [p["targets"].tolist() for p in pairs] == [[6, 7, 1], [6, 1]]
+  batch = next(iter(pipeline.batch_by_length(pipeline.unchunk(pipeline.append_eos(chunks)), 32, 16)))
+  assert batch["inputs"].numpy().tolist() == [[5, 1, 0, 0, 0, 0, 0, 0], [5, 6, 7, 1, 0, 0, 0, 0]]
+  assert batch["targets"].shape == (2, 8)
   measured = pipeline.padding_fraction([{"inputs": tf.constant([[5, 1, 0, 0]]),
                                          "targets": tf.constant([[6, 7, 1, 0]])}])
   assert measured["budget"] == pytest.approx(0.25) and measured["tensor"] == pytest.approx(0.375)
@@ -123,8 +125,8 @@ def test_evaluation_keeps_every_pair_in_file_order_even_long_ones(multi30k):
   decoded = {t.decode("utf-8") for b in batches for t in vocab.detokenize(b["inputs"]).numpy()}
   assert decoded == sources
   # Tokenized (unbatched) pairs come in file order.
-  first = next(iter(problem.token_dataset("dev", data_dir)))
-  assert vocab.decode(first["inputs"].numpy()) == problem.text_pairs("dev", data_dir)[0][0]
+  first = next(iter(problem.token_dataset("dev", data_dir)))["inputs"][0]
+  assert vocab.decode(first.numpy()) == problem.text_pairs("dev", data_dir)[0][0]
 
 
 def test_training_is_seeded_and_repeats(multi30k):
@@ -167,5 +169,5 @@ def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):
              for a, b in zip(from_shards, on_the_fly))
   # The reversed problem reads the same shards, swapped.
   rev = get_problem(problem.name + "_rev", raw_data_dir=str(shared_data / "multi30k"))
-  first = next(iter(rev.token_dataset("dev", prepared)))
-  assert vocab.decode(first["targets"].numpy()) == problem.text_pairs("dev", data_dir)[0][0]
+  first = next(iter(rev.token_dataset("dev", prepared)))["targets"][0]
+  assert vocab.decode(first.numpy()) == problem.text_pairs("dev", data_dir)[0][0]

@@ -42,14 +42,15 @@ def _serialize(inputs, targets):
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
 
 
-def write_token_shards(token_dataset, folder, names):
-  """Writes {"inputs", "targets"} id pairs round-robin into the TFRecord files `names`."""
+def write_token_shards(token_chunks, folder, names):
+  """Writes the id pairs of `pipeline.tokenize` chunks round-robin into the TFRecord files `names`."""
   paths = [os.path.join(folder, name) for name in names]
   writers = [tf.io.TFRecordWriter(path + ".tmp") for path in paths]
   count = 0
-  for example in token_dataset.as_numpy_iterator():
-    writers[count % len(writers)].write(_serialize(example["inputs"], example["targets"]))
-    count += 1
+  for chunk in token_chunks:
+    for inputs, targets in zip(chunk["inputs"].to_list(), chunk["targets"].to_list()):
+      writers[count % len(writers)].write(_serialize(inputs, targets))
+      count += 1
   for writer, path in zip(writers, paths):
     writer.close()
     os.replace(path + ".tmp", path)
@@ -84,10 +85,11 @@ def generate_data(problem, data_dir, splits=("train", "dev", "test"),
   return manifest
 
 
-def read_token_shards(problem_name, split, data_dir, vocab):
-  """Unbatched {"inputs": int32 [S], "targets": int32 [T]} from datagen shards, or None.
+def read_token_shards(problem_name, split, data_dir, vocab, input_context=None):
+  """Chunks like `pipeline.tokenize` gives ({"inputs", "targets"}: int32 ragged [N, (len)]), or None.
 
   None when there is no manifest, it lacks the split, or it was written with another vocabulary.
+  With `input_context`, only this input pipeline's share of the pairs (`pipeline.shard`).
   """
   if data_dir is None or not os.path.exists(manifest_path(data_dir, problem_name)):
     return None
@@ -101,12 +103,14 @@ def read_token_shards(problem_name, split, data_dir, vocab):
                    "tokenizing the text instead (re-run datagen to use them)", problem_name, data_dir)
     return None
   paths = [os.path.join(data_dir, name) for name in entry["files"]]
-  spec = {key: tf.io.VarLenFeature(tf.int64) for key in ("inputs", "targets")}
+  spec = {key: tf.io.RaggedFeature(tf.int64) for key in pipeline.FEATURES}
 
-  def parse(record):
-    example = tf.io.parse_single_example(record, spec)
-    return {key: tf.cast(tf.sparse.to_dense(example[key]), tf.int32) for key in spec}
+  def parse(records):
+    examples = tf.io.parse_example(records, spec)
+    return {key: tf.cast(examples[key], tf.int32) for key in spec}     # ragged [N, (len)]
 
   files = tf.data.Dataset.from_tensor_slices(paths)
   records = files.interleave(tf.data.TFRecordDataset, cycle_length=len(paths), block_length=1)
-  return records.map(parse, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+  records = pipeline.shard(records, input_context)
+  return records.batch(pipeline.CHUNK_SIZE).map(parse, num_parallel_calls=tf.data.AUTOTUNE,
+                                                deterministic=True)

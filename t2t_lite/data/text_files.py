@@ -136,9 +136,9 @@ def parallel_text_dataset(file_pairs, layout="one sentence a line, UTF-8"):
       >>> next(iter(ds))["inputs"].numpy()
       b'A group of men are loading cotton onto a truck'
   """
-  datasets = []
+  datasets, skipped = [], 0
   for source_path, target_path in file_pairs:
-    validate_parallel_files(source_path, target_path, layout)
+    skipped += validate_parallel_files(source_path, target_path, layout)[1]
     datasets.append(tf.data.Dataset.zip({
         "inputs": tf.data.TextLineDataset(source_path),
         "targets": tf.data.TextLineDataset(target_path),
@@ -146,5 +146,7 @@ def parallel_text_dataset(file_pairs, layout="one sentence a line, UTF-8"):
   if not datasets:
     raise DataError(f"no files given. Expected layout: {layout}")
   dataset = functools.reduce(lambda a, b: a.concatenate(b), datasets)
+  if not skipped:
+    return dataset  # the filter below costs a per-pair call: only pay it when there is something
   return dataset.filter(lambda ex: tf.logical_and(tf.strings.strip(ex["inputs"]) != "",
                                                   tf.strings.strip(ex["targets"]) != ""))
