@@ -8,6 +8,12 @@ from setuptools import find_packages, setup
 
 ENTRY_POINTS = [
     # name = module:function; each module is a thin argument parser over a library function.
+    "t2t-lite-trainer = t2t_lite.bin.trainer:main",
+    "t2t-lite-decoder = t2t_lite.bin.decoder:main",
+    "t2t-lite-datagen = t2t_lite.bin.datagen:main",
+    "t2t-lite-exporter = t2t_lite.bin.exporter:main",
+    "t2t-lite-avg-checkpoints = t2t_lite.bin.avg_checkpoints:main",
+    "t2t-lite-bleu = t2t_lite.bin.bleu:main",
 ]
 
 setup(

@@ -100,6 +100,7 @@ class DecodeHParams:
   max_input_size: int = 0                  # longer inputs are truncated (with a warning); 0: model limit
   sampling_temperature: float = 0.0        # > 0 with beam_size 1: sample instead of greedy
   top_k: int = 0                           # with sampling: keep the k most likely tokens; 0: all
+  seed: int = 1234                         # with sampling: the same seed gives the same samples
 
   def replace(self, **changes):
     return dataclasses.replace(self, **changes)

@@ -1,0 +1,80 @@
+"""Decoding files with a trained model directory (what `t2t-lite-decoder` runs).
+
+Output has exactly one line per input line, in input order; it is written to a temporary file
+and renamed, so a killed decode never leaves a truncated output file behind.
+"""
+
+import os
+import sys
+
+from t2t_lite.training import model_dir
+
+
+def load_vocab(output_dir):
+  """The subword vocabulary saved in the model directory (or the problem's, for id vocabularies)."""
+  from t2t_lite.problems import get_problem
+  record = model_dir.read_record(output_dir)
+  path = os.path.join(output_dir, model_dir.VOCAB_FILE)
+  if os.path.exists(path):
+    from t2t_lite.data.vocab import SubwordVocab
+    return SubwordVocab.load(path)
+  flags = record.get("flags", {})
+  problem = get_problem(record["problem"], raw_data_dir=flags.get("raw_data_dir"))
+  return problem.get_vocab(flags.get("data_dir"))
+
+
+def load_translator(output_dir, decode_hparams, checkpoint_path=None):
+  from t2t_lite.decoding.translate import Translator
+  from t2t_lite.training import trainer
+  hparams, model, path = trainer.restore_model(output_dir, checkpoint_path)
+  vocab = load_vocab(output_dir)
+  return Translator(model, vocab, decode_hparams, max_position=hparams.max_position), path
+
+
+def read_lines(path_or_file, warn=print):
+  """Lines of UTF-8 text; invalid bytes are replaced (U+FFFD) and reported with the line number."""
+  if isinstance(path_or_file, (str, os.PathLike)):
+    if not os.path.exists(path_or_file):
+      raise FileNotFoundError(f"--decode_from_file {path_or_file} does not exist")
+    with open(path_or_file, "rb") as f:
+      data = f.read()
+  else:
+    data = path_or_file.read()
+    data = data.encode("utf-8", "surrogateescape") if isinstance(data, str) else data
+  raw_lines = data.split(b"\n")
+  if raw_lines and raw_lines[-1] == b"":
+    raw_lines.pop()
+  lines = []
+  for number, raw in enumerate(raw_lines, 1):
+    raw = raw[:-1] if raw.endswith(b"\r") else raw
+    try:
+      lines.append(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+      warn(f"warning: line {number} is not valid UTF-8 ({e.reason} at byte {e.start}); "
+           "invalid bytes replaced by U+FFFD")
+      lines.append(raw.decode("utf-8", errors="replace"))
+  return lines
+
+
+def write_lines(path, lines):
+  model_dir.atomic_write(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
+
+
+def decode_file(output_dir, decode_hparams, input_path=None, output_path=None,
+                checkpoint_path=None, stdin=None, stdout=None):
+  """Translates `input_path` (or stdin) into `output_path` (or stdout); returns the translations."""
+  warn = lambda message: print(message, file=sys.stderr, flush=True)
+  lines = read_lines(input_path if input_path else (stdin or sys.stdin.buffer), warn)
+  translator, path = load_translator(output_dir, decode_hparams, checkpoint_path)
+  warn(f"decoding {len(lines)} lines with {path} "
+       f"(beam {decode_hparams.beam_size}, alpha {decode_hparams.alpha})")
+  translator.warn = warn
+  outputs = translator.translate(lines)
+  assert len(outputs) == len(lines)
+  if output_path:
+    write_lines(output_path, outputs)
+  else:
+    out = stdout or sys.stdout
+    out.write("".join(o + "\n" for o in outputs))
+    out.flush()
+  return outputs

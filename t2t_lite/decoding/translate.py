@@ -1,0 +1,154 @@
+"""Translating text with a trained model: batching, the search graph, and the bad-input policy.
+
+The search graph (`make_search_fn`) is one function from padded source ids to output ids and
+scores; the decoder command, the trainer's dev BLEU and the exported SavedModel all run it, so
+they translate alike.
+
+Input policy (documented in the README):
+- an empty (or all-whitespace) line gives an empty output line, without decoding;
+- a source longer than the limit (`max_input_size` in decode hparams, else 256 subwords, the
+  training length limit of T2T's sets) is truncated to its first limit - 1 subwords plus EOS,
+  with a warning naming the line;
+- the output length is at most source length + `extra_length` (the paper: 50), capped at the
+  model's `max_position`.
+"""
+
+import sys
+
+import numpy as np
+import tensorflow as tf
+from keras import ops
+
+from t2t_lite.decoding import beam_search as search_lib
+from t2t_lite.decoding import sampling
+
+EOS_ID = 1
+WIDTH_STEP = 8
+
+
+def make_search_fn(model, decode_hparams, max_position):
+  """Returns `search(source_ids [B, S] int32) -> (ids [B, beams, L] int32, scores [B, beams])`.
+
+  `beams` is `beam_size` for beam search and 1 for greedy/sampling. Works in tf.function (and
+  so inside a SavedModel) with unknown B and S. The key/value cache is preallocated (static
+  shapes): for S + extra_length positions when the width S is static, else for the longest
+  allowed source (`source_limit`) + extra_length; each sentence still stops at its own
+  source length + extra_length.
+  """
+  dh = decode_hparams
+  limit = source_limit(dh, max_position)
+
+  def search(source_ids):
+    source_ids = ops.cast(source_ids, "int32")
+    encoder_output, source_mask = model.encode(source_ids, training=False)
+    batch = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
+    source_length = ops.sum(ops.cast(source_mask, "int32"), axis=1)                # [B]
+    width = source_ids.shape[1] if source_ids.shape[1] is not None else limit
+    max_decode_length = min(width + dh.extra_length, max_position)                 # static
+    decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [B]
+    cache = model.init_cache(encoder_output, source_mask, max_decode_length)
+
+    def symbols_to_logits(ids, step, cache):
+      return model.decode_step(ids, step, cache)
+
+    if dh.beam_size > 1:
+      return search_lib.beam_search(
+          symbols_to_logits, cache, batch, dh.beam_size, model.vocab_size, max_decode_length,
+          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths)
+    if dh.sampling_temperature > 0:
+      ids, scores = sampling.sampling_search(
+          symbols_to_logits, cache, batch, max_decode_length, temperature=dh.sampling_temperature,
+          top_k=dh.top_k, seed=dh.seed, eos_id=EOS_ID, decode_lengths=decode_lengths)
+    else:
+      ids, scores = sampling.greedy_search(symbols_to_logits, cache, batch, max_decode_length,
+                                           eos_id=EOS_ID, decode_lengths=decode_lengths)
+    return ops.expand_dims(ids, 1), ops.expand_dims(scores, 1)
+
+  return search
+
+
+DEFAULT_SOURCE_LIMIT = 256  # T2T's max_length: longer training pairs are dropped, so never seen
+
+
+def source_limit(decode_hparams, max_position):
+  """The longest source, in subwords including EOS, that the model is given.
+
+  `max_input_size` from decode hparams, else 256 (the training `max_length` of T2T's sets);
+  never more than the model's `max_position - 1`.
+  """
+  limit = decode_hparams.max_input_size or DEFAULT_SOURCE_LIMIT
+  return max(min(limit, max_position - 1), 2)
+
+
+def encode_sources(vocab, lines, limit, warn=print):
+  """Subword ids with EOS for each line (None for an empty line), truncating long ones."""
+  encoded = []
+  for number, line in enumerate(lines, 1):
+    if not line.strip():
+      encoded.append(None)
+      continue
+    ids = list(vocab.encode(line))
+    if len(ids) + 1 > limit:
+      warn(f"warning: line {number} has {len(ids) + 1} subwords (with EOS), more than the limit "
+           f"{limit}; translating its first {limit - 1}")
+      ids = ids[:limit - 1]
+    encoded.append(ids + [EOS_ID])
+  return encoded
+
+
+def strip_ids(ids):
+  """Output ids up to (not including) the first EOS, without padding."""
+  out = []
+  for i in ids:
+    i = int(i)
+    if i == EOS_ID:
+      break
+    if i != 0:
+      out.append(i)
+  return out
+
+
+class Translator:
+  """Translates lists of sentences with `model` and `vocab` under `decode_hparams`.
+
+  Lines are sorted by length, batched (`decode_hparams.batch_size` sentences), padded once and
+  encoded once per batch, then put back in input order.
+  """
+
+  def __init__(self, model, vocab, decode_hparams, max_position=1024, warn=None):
+    self.model = model
+    self.vocab = vocab
+    self.decode_hparams = decode_hparams
+    self.limit = source_limit(decode_hparams, max_position)
+    self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
+    # Static shapes: one trace per (batch, padded width); widths are rounded up to a multiple of
+    # WIDTH_STEP and batches padded to batch_size, so a file needs only a few traces.
+    self._search = tf.function(make_search_fn(model, decode_hparams, max_position))
+
+  def translate_ids(self, sources):
+    """`sources`: list of id lists (or None). Returns per line a list of (ids, score) beams."""
+    order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+    results = [[] for _ in sources]
+    size = self.decode_hparams.batch_size
+    for start in range(0, len(order), size):
+      chunk = order[start:start + size]
+      width = -(-max(len(sources[i]) for i in chunk) // WIDTH_STEP) * WIDTH_STEP
+      batch = np.zeros((size if len(order) > size else len(chunk), width), np.int32)
+      batch[len(chunk):, 0] = EOS_ID  # filler rows of a short last batch; results dropped
+      for row, i in enumerate(chunk):
+        batch[row, :len(sources[i])] = sources[i]
+      ids, scores = self._search(tf.constant(batch))
+      ids, scores = ids.numpy(), scores.numpy()
+      for row, i in enumerate(chunk):
+        results[i] = [(strip_ids(ids[row, b]), float(scores[row, b])) for b in range(ids.shape[1])]
+    return results
+
+  def translate(self, lines, return_beams=None):
+    """Translations of `lines`: one string per line (beams joined by tabs with return_beams)."""
+    return_beams = self.decode_hparams.return_beams if return_beams is None else return_beams
+    beams = self.translate_ids(encode_sources(self.vocab, lines, self.limit, self.warn))
+    out = []
+    for line_beams in beams:
+      texts = [self.vocab.decode(ids) for ids, _ in line_beams] or [""]
+      out.append("\t".join(texts) if return_beams else texts[0])
+    return out

@@ -1,0 +1,93 @@
+"""SavedModel export: raw UTF-8 text in, translations and scores out (T2T issues #368, #878, #990).
+
+The `serving_default` signature holds the whole path in one graph: tensorflow-text's
+SentencePiece tokenizer, the encoder, the cached beam search and the detokenizer. Loading needs
+tensorflow and tensorflow-text only (`import tensorflow_text` registers the tokenizer's ops), not
+t2t_lite:
+
+    import tensorflow as tf, tensorflow_text  # noqa
+    translate = tf.saved_model.load("export/1").signatures["serving_default"]
+    translate(text=tf.constant(["Hello world."]))["translations"]
+
+The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
+so a failed export never leaves a half-written version (TensorFlow Serving would load it).
+"""
+
+import os
+import shutil
+import time
+
+import tensorflow as tf
+
+from t2t_lite.decoding.translate import EOS_ID, make_search_fn, source_limit
+
+
+class TranslationModule(tf.Module):
+  """text [N] string -> {"translations": [N] string, "scores": [N] float32}."""
+
+  def __init__(self, model, tokenizer, decode_hparams, max_position):
+    super().__init__()
+    self.model = model
+    self.tokenizer = tokenizer
+    self.limit = source_limit(decode_hparams, max_position)
+    self._search = make_search_fn(model, decode_hparams, max_position)
+    self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+
+  def _serve(self, text):
+    pieces = self.tokenizer.tokenize(text)                                 # ragged [N, (len)]
+    pieces = tf.cast(pieces, tf.int32)[:, :self.limit - 1]                 # truncation policy
+    lengths = pieces.row_lengths()                                          # [N]
+    nonempty = tf.greater(tf.strings.length(tf.strings.strip(text)), 0)     # [N]
+    eos = tf.RaggedTensor.from_row_lengths(
+        tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(lengths))
+    source = tf.concat([pieces, eos], axis=1).to_tensor(0)                 # [N, S]
+    ids, scores = self._search(source)                                       # [N, beams, L]
+    best = ids[:, 0, :]                                                       # [N, L]
+    # Keep tokens before the first EOS; drop padding.
+    before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(best, EOS_ID), tf.int32), axis=1), 0)
+    keep = tf.logical_and(before_eos, tf.not_equal(best, 0))
+    ragged = tf.ragged.boolean_mask(best, keep)
+    translations = self.tokenizer.detokenize(ragged)
+    empty = tf.fill(tf.shape(text), "")
+    return {"translations": tf.where(nonempty, translations, empty),
+            "scores": tf.where(nonempty, scores[:, 0], tf.zeros_like(scores[:, 0]))}
+
+
+def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, version=None,
+           _fail_after_save=False):
+  """Exports the model in `output_dir` to `export_dir/<version>`; returns that path.
+
+  Args:
+    decode_hparams: beam size, alpha and extra length fixed into the graph (default: the
+      problem's decode defaults, i.e. the paper's beam 4, alpha 0.6, extra length 50).
+    version: the numeric folder name (default: seconds since the epoch, as TF Serving expects
+      increasing numbers).
+  """
+  from t2t_lite.decoding.decoder import load_vocab
+  from t2t_lite.hparams import DecodeHParams
+  from t2t_lite.training import trainer
+  hparams, model, _ = trainer.restore_model(output_dir, checkpoint_path)
+  vocab = load_vocab(output_dir)
+  tokenizer = getattr(vocab, "tf_tokenizer", None)
+  if tokenizer is None:
+    raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
+                     "(SentencePiece) problems can be exported as text-in/text-out models")
+  module = TranslationModule(model, tokenizer, decode_hparams or DecodeHParams(), hparams.max_position)
+  version = str(version or int(time.time()))
+  if not version.isdigit():
+    raise ValueError(f"export version must be a number (TF Serving's layout), got {version!r}")
+  final = os.path.join(export_dir, version)
+  if os.path.exists(final):
+    raise FileExistsError(f"{final} exists already; pick another --version")
+  os.makedirs(export_dir, exist_ok=True)
+  tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
+  try:
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
+    if _fail_after_save:  # for the atomicity test: a failure after the files are written
+      raise RuntimeError("injected failure during export")
+    os.replace(tmp, final)
+  finally:
+    if os.path.exists(tmp):
+      shutil.rmtree(tmp, ignore_errors=True)
+  print(f"exported {output_dir} to {final}", flush=True)
+  return final

@@ -1,0 +1,58 @@
+"""Checkpoint averaging (paper section 6.1: the last 5 checkpoints for base, 20 for big).
+
+Reads the model variables of N checkpoints, writes their element-wise mean as a new checkpoint
+(through CheckpointManager, so the output directory's `checkpoint` index names it and
+`--checkpoint_path` or `tf.train.latest_checkpoint` finds it). Optimizer slots are not averaged:
+the result is for decoding and export.
+"""
+
+import os
+import shutil
+
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.training import model_dir, trainer
+
+
+def last_checkpoints(output_dir, count):
+  """The newest `count` checkpoint prefixes of `output_dir`, oldest first."""
+  state = tf.train.get_checkpoint_state(output_dir)
+  paths = list(state.all_model_checkpoint_paths) if state else []
+  if not paths:
+    raise model_dir.ModelDirError(f"{output_dir} has no checkpoints to average; train first.")
+  if len(paths) < count:
+    print(f"warning: asked to average {count} checkpoints but {output_dir} keeps {len(paths)}; "
+          f"averaging those {len(paths)}", flush=True)
+  return paths[-count:]
+
+
+def average_checkpoints(output_dir, out_dir, count=5, checkpoint_paths=None):
+  """Averages the last `count` checkpoints of `output_dir` into `out_dir`; returns the new prefix.
+
+  `out_dir` becomes a model directory of its own (hparams.json and vocab copied), so the decoder
+  and exporter can take it as `--output_dir` too.
+  """
+  paths = checkpoint_paths or last_checkpoints(output_dir, count)
+  problem_name, hparams = model_dir.read_model_dir(output_dir)
+  vocab_size = model_dir.read_record(output_dir)["vocab_size"]
+  model = trainer.build_model(hparams.replace(mixed_precision="float32"), vocab_size)
+  checkpoint = tf.train.Checkpoint(model=model)
+  sums = [np.zeros(v.shape, np.float64) for v in model.weights]
+  for path in paths:
+    checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+    for total, variable in zip(sums, model.weights):
+      total += np.asarray(variable.numpy(), np.float64)
+  for total, variable in zip(sums, model.weights):
+    variable.assign((total / len(paths)).astype(variable.dtype))
+  os.makedirs(out_dir, exist_ok=True)
+  for name in (model_dir.HPARAMS_FILE, model_dir.FLAGS_FILE, model_dir.VOCAB_FILE):
+    if os.path.exists(os.path.join(output_dir, name)) and os.path.abspath(output_dir) != os.path.abspath(out_dir):
+      shutil.copyfile(os.path.join(output_dir, name), os.path.join(out_dir, name))
+  step = int(paths[-1].rsplit("-", 1)[-1]) if paths[-1].rsplit("-", 1)[-1].isdigit() else None
+  manager = tf.train.CheckpointManager(checkpoint, out_dir, max_to_keep=None,
+                                       checkpoint_name="averaged")
+  prefix = manager.save(checkpoint_number=step)
+  print(f"averaged {len(paths)} checkpoints of {problem_name} "
+        f"({', '.join(os.path.basename(p) for p in paths)}) into {prefix}", flush=True)
+  return prefix

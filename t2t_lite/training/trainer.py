@@ -1,0 +1,272 @@
+"""Training as in the paper (section 5): Adam, warmup + inverse-sqrt decay, label smoothing.
+
+`train_and_evaluate(problem, hparams, output_dir, ...)` is what `t2t-lite-trainer` calls and
+what tests call. One code path serves one device, MirroredStrategy and multi-worker training:
+a thin custom loop around `strategy.run` (as OpenNMT-tf does), so every step is visible:
+
+- per-replica loss = sum of token losses / GLOBAL token count, gradients summed across replicas
+  (Keras' optimizer all-reduces), so N replicas equal one device on the same global batch;
+- checkpoints through `tf.train.CheckpointManager` (the index file is replaced atomically, so a
+  kill during a save leaves the previous checkpoint as the latest); rerunning resumes;
+- a non-finite loss stops training before anything is saved after it.
+"""
+
+import math
+import os
+import sys
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.models.transformer import Transformer
+from t2t_lite.training import distribute, model_dir
+from t2t_lite.training.loss import smoothed_cross_entropy
+from t2t_lite.training.schedule import TransformerSchedule
+
+
+class NonFiniteLossError(RuntimeError):
+  pass
+
+
+def set_precision_policy(hparams):
+  keras.mixed_precision.set_global_policy(
+      "float32" if hparams.mixed_precision == "float32" else hparams.mixed_precision)
+
+
+def build_model(hparams, vocab_size):
+  """A built Transformer (variables created) for `hparams`."""
+  set_precision_policy(hparams)
+  model = Transformer.from_hparams(hparams, vocab_size)
+  dummy = np.ones((1, 2), "int32")
+  model({"inputs": dummy, "targets": dummy}, training=False)
+  return model
+
+
+def build_optimizer(hparams):
+  optimizer = keras.optimizers.Adam(
+      learning_rate=TransformerSchedule.from_hparams(hparams),
+      beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
+      epsilon=hparams.optimizer_adam_epsilon,
+      global_clipnorm=hparams.clip_grad_norm or None,
+      gradient_accumulation_steps=(hparams.gradient_accumulation_steps
+                                   if hparams.gradient_accumulation_steps > 1 else None))
+  if hparams.mixed_precision == "mixed_float16":
+    optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+  return optimizer
+
+
+def restore_model(output_dir, checkpoint_path=None):
+  """Builds the model recorded in `output_dir` and loads a checkpoint (default: the latest)."""
+  _, hparams = model_dir.read_model_dir(output_dir)
+  vocab_size = model_dir.read_record(output_dir)["vocab_size"]
+  path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
+  if not path:
+    raise model_dir.ModelDirError(
+        f"{output_dir} has no checkpoint: train first (t2t-lite-trainer --output_dir={output_dir}) "
+        "or pass --checkpoint_path.")
+  model = build_model(hparams.replace(mixed_precision="float32"), vocab_size)
+  tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+  return hparams, model, path
+
+
+class Trainer:
+  """Model, optimizer, checkpoints and the distributed train/eval steps for one run."""
+
+  def __init__(self, hparams, vocab_size, output_dir, strategy=None, keep_checkpoint_max=20):
+    self.hparams = hparams
+    self.strategy = strategy or tf.distribute.get_strategy()
+    self.output_dir = output_dir
+    self.chief = distribute.is_chief(self.strategy)
+    # Non-chief workers must write too (collectives), but to a directory of their own.
+    ckpt_dir = output_dir if self.chief else os.path.join(
+        output_dir, f".worker_{self.strategy.cluster_resolver.task_id}")
+    with self.strategy.scope():
+      self.model = build_model(hparams, vocab_size)
+      self.optimizer = build_optimizer(hparams)
+      self.optimizer.build(self.model.trainable_variables)
+      self.nonfinite = tf.Variable(False, trainable=False, name="nonfinite_loss_seen",
+                                   aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+    self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+    self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max)
+    self.restored_from = self.manager.latest_checkpoint
+    if self.restored_from:
+      self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+    self._train_fn = None
+
+  @property
+  def step(self):
+    """Optimizer updates done so far (micro-batches / accumulation steps)."""
+    return int(self.optimizer.iterations.numpy())
+
+  def _replica_step(self, batch):
+    hp = self.hparams
+    targets = batch["targets"]
+    local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(targets, 0), tf.float32))
+    ctx = tf.distribute.get_replica_context()
+    global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
+    with tf.GradientTape() as tape:
+      logits = self.model(batch, training=True)
+      loss_sum, _, nll_sum = smoothed_cross_entropy(logits, targets, hp.label_smoothing)
+      loss = loss_sum / tf.maximum(global_tokens, 1.0)
+      scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
+    grads = tape.gradient(scaled, self.model.trainable_variables)
+    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
+    total_loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
+    self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(tf.math.is_finite(total_loss))))
+    return total_loss, global_tokens
+
+  def train_step(self, dist_batch):
+    """One micro-step on a distributed batch; returns (mean token loss, target tokens)."""
+    if self._train_fn is None:
+      def fn(batch):
+        loss, tokens = self.strategy.run(self._replica_step, args=(batch,))
+        return (self.strategy.reduce("MEAN", loss, axis=None),
+                self.strategy.reduce("MEAN", tokens, axis=None))
+      self._train_fn = tf.function(fn, jit_compile=self.hparams.xla_compile or None,
+                                   reduce_retracing=True)
+    return self._train_fn(dist_batch)
+
+  def check_finite(self):
+    if bool(self.nonfinite.numpy()):
+      raise NonFiniteLossError(
+          f"training loss became NaN or infinite before step {self.step}; stopped without saving. "
+          f"The last good checkpoint is {self.manager.latest_checkpoint}. Lower the learning rate "
+          "(learning_rate_constant), raise learning_rate_warmup_steps, or set clip_grad_norm.")
+
+  def save(self):
+    self.check_finite()
+    return self.manager.save(checkpoint_number=self.step)
+
+  def evaluate(self, dataset, max_batches=None):
+    """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity."""
+    @tf.function(reduce_retracing=True)
+    def eval_step(batch):
+      logits = self.model(batch, training=False)
+      return smoothed_cross_entropy(logits, batch["targets"], self.hparams.label_smoothing)
+    loss = tokens = nll = 0.0
+    for i, batch in enumerate(dataset):
+      if max_batches and i >= max_batches:
+        break
+      l, n, x = (float(v) for v in eval_step(batch))
+      loss, tokens, nll = loss + l, tokens + n, nll + x
+    tokens = max(tokens, 1.0)
+    return {"loss": loss / tokens, "nll": nll / tokens, "perplexity": math.exp(min(nll / tokens, 50))}
+
+
+def _write_scalars(writer, step, values):
+  """TensorBoard scalars through TF's core summary op (TensorBoard itself is only needed to view)."""
+  if writer is None:
+    return
+  from tensorflow.core.framework import summary_pb2
+  metadata = summary_pb2.SummaryMetadata(
+      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
+  with writer.as_default(step=step):
+    for name, value in values.items():
+      tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
+  writer.flush()
+
+
+def dev_bleu(model, problem, vocab, data_dir, hparams, decode_hparams, examples):
+  """Real BLEU on the first `examples` dev pairs, by actual beam search decoding."""
+  from t2t_lite.decoding import bleu
+  from t2t_lite.decoding.translate import Translator
+  pairs = problem.text_pairs("dev", data_dir)[:examples]
+  if not pairs:
+    return {}
+  translator = Translator(model, vocab, decode_hparams, max_position=hparams.max_position)
+  hyps = translator.translate([p[0] for p in pairs])
+  score, _ = bleu.sacrebleu_score(hyps, [p[1] for p in pairs])
+  return {"bleu": score}
+
+
+def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=1000,
+                       eval_steps=100, save_checkpoints_steps=1000, keep_checkpoint_max=20,
+                       eval_every=None, log_every=100, strategy=None, decode_hparams=None,
+                       flags=None, overwrite=False, train_dataset_fn=None, eval_bleu=True,
+                       progress=None):
+  """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
+
+  Args:
+    problem: a Problem (t2t_lite.problems.get_problem).
+    hparams: an HParams.
+    output_dir: the model directory (hparams.json, checkpoints, TensorBoard logs).
+    data_dir: where the problem keeps its vocabulary and prepared data.
+    train_steps: total optimizer updates (a resumed run trains only the remainder).
+    eval_steps: dev batches for loss/perplexity at each evaluation (0: no evaluation).
+    save_checkpoints_steps: updates between checkpoints; one is also written at the end.
+    eval_every: updates between evaluations (default: save_checkpoints_steps).
+    strategy: a tf.distribute strategy (default: one device).
+    decode_hparams: for the dev BLEU (default: the problem's, with beam 1 for speed).
+    train_dataset_fn: `fn(input_context) -> tf.data` overriding the problem's training data.
+    eval_bleu: decode `hparams.eval_bleu_examples` dev sentences for real BLEU at each evaluation.
+    progress: show a console progress bar (default: when stdout is a terminal).
+  Returns:
+    A dict with the final step, last training loss and the last evaluation's metrics.
+  """
+  strategy = strategy or tf.distribute.get_strategy()
+  vocab = problem.get_vocab(data_dir)
+  chief = distribute.is_chief(strategy)
+  if chief:
+    os.makedirs(output_dir, exist_ok=True)
+    model_dir.write_model_dir(output_dir, hparams, problem.name, flags, vocab.vocab_size, overwrite)
+    proto = getattr(vocab, "model_proto", None)
+    if proto and not os.path.exists(os.path.join(output_dir, model_dir.VOCAB_FILE)):
+      model_dir.atomic_write(os.path.join(output_dir, model_dir.VOCAB_FILE), proto)
+  trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max)
+  start = trainer.step
+  if trainer.restored_from:
+    print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
+  if start >= train_steps:
+    print(f"already trained {start} >= train_steps={train_steps} steps; nothing to do", flush=True)
+    return {"step": start}
+
+  seeded = hparams.replace(seed=hparams.seed + start)  # a resumed run does not replay the same order
+  dataset_fn = train_dataset_fn or (lambda ctx: problem.dataset(
+      "train", data_dir, seeded, training=True, input_context=ctx))
+  iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  eval_every = eval_every or save_checkpoints_steps
+  writers = ({k: tf.summary.create_file_writer(os.path.join(output_dir, k)) for k in ("train", "eval")}
+             if chief else {"train": None, "eval": None})
+  progress = sys.stdout.isatty() if progress is None else progress
+  bar = keras.utils.Progbar(train_steps, stateful_metrics=["loss", "lr", "tok/s"]) if progress else None
+  accumulation = hparams.gradient_accumulation_steps
+  results = {}
+  window_tokens, window_start, loss = 0.0, time.time(), float("nan")
+  micro = 0
+  while trainer.step < train_steps:
+    loss_t, tokens_t = trainer.train_step(next(iterator))
+    micro += 1
+    window_tokens += float(tokens_t)
+    if micro % accumulation:
+      continue
+    step = trainer.step
+    if step % log_every == 0 or step == train_steps:
+      trainer.check_finite()
+      loss = float(loss_t)
+      elapsed = max(time.time() - window_start, 1e-9)
+      lr = float(trainer.optimizer.learning_rate)
+      tok_s = window_tokens / elapsed
+      _write_scalars(writers["train"], step, {"loss": loss, "learning_rate": lr, "tokens_per_sec": tok_s})
+      if bar:
+        bar.update(step, [("loss", loss), ("lr", lr), ("tok/s", tok_s)])
+      else:
+        print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f}", flush=True)
+      window_tokens, window_start = 0.0, time.time()
+    if step % save_checkpoints_steps == 0 or step == train_steps:
+      path = trainer.save()
+      if chief:
+        print(f"saved {path}", flush=True)
+    if eval_steps and (step % eval_every == 0 or step == train_steps):
+      results = trainer.evaluate(problem.dataset("dev", data_dir, hparams, training=False), eval_steps)
+      if eval_bleu and hparams.eval_bleu_examples > 0 and chief:
+        dh = decode_hparams or problem.default_decode_hparams().replace(beam_size=1)
+        results.update(dev_bleu(trainer.model, problem, vocab, data_dir, hparams, dh,
+                                hparams.eval_bleu_examples))
+      _write_scalars(writers["eval"], step, results)
+      print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
+      window_start = time.time()
+  results.update(step=trainer.step, train_loss=loss)
+  return results
