@@ -1,1 +1,17 @@
+"""Keras 3 layers of the Transformer (paper section 3), one per file, `keras.ops` only."""
 
+from t2t_lite.layers.decoder import Decoder
+from t2t_lite.layers.decoder_layer import DecoderLayer
+from t2t_lite.layers.encoder import Encoder
+from t2t_lite.layers.encoder_layer import EncoderLayer
+from t2t_lite.layers.feed_forward import FeedForward
+from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
+from t2t_lite.layers.multi_head_attention import MultiHeadAttention
+from t2t_lite.layers.shared_embedding import SharedEmbedding
+from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+
+__all__ = [
+    "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward",
+    "LearnedPositionEmbedding", "MultiHeadAttention", "SharedEmbedding",
+    "SinusoidalPositionEncoding",
+]

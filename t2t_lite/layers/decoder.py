@@ -1,0 +1,69 @@
+"""The decoder stack (paper section 3.1), with an incremental-decoding cache."""
+
+import keras
+
+from t2t_lite.layers import common
+from t2t_lite.layers.block import StackLayer
+from t2t_lite.layers.decoder_layer import DecoderLayer
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class Decoder(StackLayer):
+  """N identical `DecoderLayer`s (paper section 3.1: N = 6), in `self.blocks`, plus a final
+  LayerNorm when `norm_type="pre"`.
+
+  Cache: `init_cache(memory, max_length)` returns `{"layer_0": <DecoderLayer cache>, ...}`; every
+  leaf has batch as axis 0 (see `DecoderLayer`).
+
+  Args:
+    num_layers: N.
+    Others as `EncoderLayer`.
+
+  Call arguments:
+    inputs: [B, T, d], the embedded shifted-right targets with positions added.
+    memory: [B, S, d] encoder output (not needed with `cache`).
+    memory_padding_mask: optional bool [B, S], True for real source tokens.
+    cache: optional dict from `init_cache`.
+    step: int scalar (may be traced) with `cache`: the position of `inputs[:, 0]`.
+    return_attention_scores: also return `{"self": [...], "encdec": [...]}`, lists (one per
+      layer) of weights [B, H, T, Tk].
+    training: whether dropout is active.
+
+  Returns:
+    `outputs` [B, T, d], or a tuple `(outputs, scores, cache)` keeping `scores` only with
+    `return_attention_scores=True` and the updated `cache` only when one was passed.
+
+  Example:
+  >>> decoder = Decoder(num_layers=2, num_heads=2, filter_size=32)
+  >>> memory = keras.random.normal((2, 6, 8))
+  >>> tuple(decoder(keras.random.normal((2, 4, 8)), memory).shape)
+  (2, 4, 8)
+  """
+
+  layer_class = DecoderLayer
+
+  def init_cache(self, memory, max_length):
+    """{"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} for decoding up to max_length."""
+    return {f"layer_{i}": block.init_cache(memory, max_length)
+            for i, block in enumerate(self.blocks)}
+
+  def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
+           return_attention_scores=False, training=None):
+    self.check_inputs(inputs)
+    if cache is not None and (not isinstance(cache, dict) or len(cache) != self.num_layers):
+      raise ValueError(f"`cache` must be the dict from Decoder.init_cache(memory, max_length) "
+                       f"with one entry per layer ({self.num_layers}).")
+    x, scores, new_cache = inputs, {"self": [], "encdec": []}, {}
+    for i, block in enumerate(self.blocks):
+      key = f"layer_{i}"
+      x, block_scores, *block_cache = block(
+          x, memory=memory, memory_padding_mask=memory_padding_mask,
+          cache=None if cache is None else cache[key], step=step,
+          return_attention_scores=True, training=training)
+      scores["self"].append(block_scores["self"])
+      scores["encdec"].append(block_scores["encdec"])
+      if cache is not None:
+        new_cache[key] = block_cache[0]
+    x = self.normalize_output(x)
+    return common.call_results(x, scores if return_attention_scores else None,
+                               None if cache is None else new_cache)

@@ -1,0 +1,77 @@
+"""Position-wise feed-forward network (paper section 3.3)."""
+
+import keras
+from keras import ops
+
+from t2t_lite.layers import common
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class FeedForward(keras.layers.Layer):
+  """`FFN(x) = max(0, x W1 + b1) W2 + b2`, applied to every position alike (paper section 3.3).
+
+  As T2T's `dense_relu_dense`: ReLU dropout (T2T's `relu_dropout`) between the two layers, biases
+  on both, Glorot-uniform kernels. Both matmuls are 2-D over all `batch * length` positions.
+
+  Args:
+    filter_size: d_ff, the inner width (2048 in the base model).
+    output_channels: output width. Defaults to the input width (d_model).
+    relu_dropout: dropout rate on the ReLU activations.
+    **kwargs: standard `keras.layers.Layer` arguments.
+
+  Call arguments:
+    inputs: float tensor [..., d].
+    training: whether dropout is active.
+
+  Returns:
+    [..., output_channels].
+
+  Example:
+  >>> ffn = FeedForward(filter_size=32)
+  >>> tuple(ffn(keras.random.normal((2, 5, 8))).shape)
+  (2, 5, 8)
+  """
+
+  def __init__(self, filter_size, output_channels=None, relu_dropout=0.0, **kwargs):
+    super().__init__(**kwargs)
+    common.check_positive_int("filter_size", filter_size)
+    if output_channels is not None:
+      common.check_positive_int("output_channels", output_channels)
+    common.check_rate("relu_dropout", relu_dropout)
+    self.filter_size = filter_size
+    self.output_channels = output_channels
+    self.relu_dropout = relu_dropout
+
+  def build(self, input_shape):
+    input_dim = input_shape[-1]
+    if input_dim is None:
+      raise ValueError(f"FeedForward needs a known last dimension; got shape {tuple(input_shape)}.")
+    self._output_channels = self.output_channels or input_dim
+    self.kernel_1 = self.add_weight(name="kernel_1", shape=(input_dim, self.filter_size),
+                                    initializer="glorot_uniform")
+    self.bias_1 = self.add_weight(name="bias_1", shape=(self.filter_size,), initializer="zeros")
+    self.kernel_2 = self.add_weight(name="kernel_2", shape=(self.filter_size, self._output_channels),
+                                    initializer="glorot_uniform")
+    self.bias_2 = self.add_weight(name="bias_2", shape=(self._output_channels,),
+                                  initializer="zeros")
+    self.dropout = keras.layers.Dropout(self.relu_dropout, dtype=self.dtype_policy)
+
+  def call(self, inputs, training=None):
+    if len(inputs.shape) < 2:
+      raise ValueError(f"FeedForward expects inputs [..., channels]; got shape {inputs.shape}.")
+    dtype = self.compute_dtype
+    leading_shape = ops.shape(inputs)[:-1]
+    x = ops.reshape(ops.cast(inputs, dtype), (-1, inputs.shape[-1]))  # [N, d]
+    hidden = ops.relu(ops.matmul(x, ops.cast(self.kernel_1, dtype)) + ops.cast(self.bias_1, dtype))
+    hidden = self.dropout(hidden, training=training)  # [N, d_ff]
+    outputs = ops.matmul(hidden, ops.cast(self.kernel_2, dtype)) + ops.cast(self.bias_2, dtype)
+    return ops.reshape(outputs, tuple(leading_shape) + (self._output_channels,))
+
+  def compute_output_shape(self, input_shape):
+    return tuple(input_shape[:-1]) + (self.output_channels or input_shape[-1],)
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"filter_size": self.filter_size, "output_channels": self.output_channels,
+                   "relu_dropout": self.relu_dropout})
+    return config

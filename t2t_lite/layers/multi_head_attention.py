@@ -1,0 +1,229 @@
+"""Multi-head scaled dot-product attention (paper sections 3.2.1 and 3.2.2)."""
+
+import keras
+from keras import ops
+
+from t2t_lite.layers import common
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class MultiHeadAttention(keras.layers.Layer):
+  """Multi-head attention, `Concat(head_1..head_h) W^O` with `head_i = softmax(Q K^T / sqrt(d_k)) V`.
+
+  Paper sections 3.2.1 (scaled dot-product attention) and 3.2.2 (multi-head attention), as T2T's
+  `common_attention.multihead_attention`: the projections have no biases, queries are scaled by
+  `d_k ** -0.5` before the dot product, `d_k = key_channels / num_heads`,
+  `d_v = value_channels / num_heads`.
+
+  Speed: each projection is one 2-D matmul over all `batch * length` positions. A self-attention
+  layer has one fused `[d, 2 * key_channels + value_channels]` Q/K/V kernel; an encoder-decoder
+  (`self_attention=False`) layer has a `[d, key_channels]` query kernel and a fused
+  `[d_memory, key_channels + value_channels]` key/value kernel. Scores are batched matmuls over
+  `[B, H, T, d_k]`. The softmax runs in float32 even under mixed precision; masked scores are set
+  to -1e9 in float32 first.
+
+  Incremental decoding (static shapes, for `tf.while_loop` / `jax.lax.while_loop` / XLA):
+  - self-attention: `init_cache(batch_size, max_length)` preallocates zeros
+    `{"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]}` (T2T's head-major layout, so no
+    per-step transpose of the cache). Calling with `cache=` and `step=` writes the new keys and
+    values at `step` with `keras.ops.slice_update` and attends to positions `<= step`.
+  - encoder-decoder attention: `compute_memory_kv(memory)` projects the encoder output once into
+    `{"k": [B, H, S, d_k], "v": [B, H, S, d_v]}`; pass it as `cache=` at every step.
+
+  Args:
+    num_heads: h, the number of heads.
+    key_channels: h * d_k, total query/key width. Defaults to the query width.
+    value_channels: h * d_v, total value width. Defaults to the query width.
+    output_channels: width of the output projection W^O. Defaults to the query width.
+    attention_dropout: dropout rate on the attention weights (T2T's `attention_dropout`).
+    self_attention: True for self-attention (keys and values come from the query input),
+      False for encoder-decoder attention (keys and values come from `memory`).
+    **kwargs: standard `keras.layers.Layer` arguments (name, dtype, ...).
+
+  Call arguments:
+    query: float tensor [B, Tq, d].
+    memory: float tensor [B, Tk, d_memory]; only for `self_attention=False` and no `cache`.
+    attention_mask: optional bool tensor broadcastable to [B, Tq, Tk] (rank 2 [Tq, Tk] or rank 3,
+      e.g. [B, 1, Tk] for padding); True = may attend.
+    cache: self-attention: the dict from `init_cache` (requires `step`); encoder-decoder: the dict
+      from `compute_memory_kv` (replaces `memory`).
+    step: int scalar (may be a traced tensor): position of the first query in the cache.
+    return_attention_scores: also return the attention weights [B, H, Tq, Tk] (float32).
+    training: whether dropout is active.
+
+  Returns:
+    `output` [B, Tq, output_channels], or a tuple `(output, weights, cache)` keeping `weights` only
+    when `return_attention_scores=True` and `cache` (updated for self-attention, unchanged for
+    encoder-decoder attention) only when a cache was passed.
+
+  Example:
+  >>> layer = MultiHeadAttention(num_heads=2)
+  >>> x = keras.random.normal((3, 5, 8))
+  >>> causal = keras.ops.tril(keras.ops.ones((5, 5), "bool"))
+  >>> tuple(layer(x, attention_mask=causal).shape)
+  (3, 5, 8)
+  >>> cache = layer.init_cache(batch_size=3, max_length=5)
+  >>> y, cache = layer(x[:, :1], cache=cache, step=0)
+  """
+
+  def __init__(self, num_heads, key_channels=None, value_channels=None, output_channels=None,
+               attention_dropout=0.0, self_attention=True, **kwargs):
+    super().__init__(**kwargs)
+    common.check_positive_int("num_heads", num_heads)
+    for name, value in (("key_channels", key_channels), ("value_channels", value_channels),
+                        ("output_channels", output_channels)):
+      if value is not None:
+        common.check_positive_int(name, value)
+    common.check_rate("attention_dropout", attention_dropout)
+    self.num_heads = num_heads
+    self.key_channels = key_channels
+    self.value_channels = value_channels
+    self.output_channels = output_channels
+    self.attention_dropout = attention_dropout
+    self.self_attention = bool(self_attention)
+
+  def build(self, query_shape, memory_shape=None):
+    query_dim = query_shape[-1]
+    if query_dim is None:
+      raise ValueError("MultiHeadAttention needs a known last dimension of `query`; got shape "
+                       f"{tuple(query_shape)}.")
+    self._key_channels = self.key_channels or query_dim
+    self._value_channels = self.value_channels or query_dim
+    self._output_channels = self.output_channels or query_dim
+    for name, channels in (("key_channels", self._key_channels),
+                           ("value_channels", self._value_channels)):
+      if channels % self.num_heads:
+        raise ValueError(f"`{name}` ({channels}) must be divisible by num_heads "
+                         f"({self.num_heads}); pick {name} = num_heads * d_k.")
+    self._key_depth = self._key_channels // self.num_heads      # d_k
+    self._value_depth = self._value_channels // self.num_heads  # d_v
+    kc, vc = self._key_channels, self._value_channels
+    if self.self_attention:
+      self.qkv_kernel = self.add_weight(
+          name="qkv_kernel", shape=(query_dim, 2 * kc + vc),
+          initializer=common.fused_glorot_uniform([kc, kc, vc]))
+    else:
+      memory_dim = query_dim if memory_shape is None else memory_shape[-1]
+      self.q_kernel = self.add_weight(name="q_kernel", shape=(query_dim, kc),
+                                      initializer="glorot_uniform")
+      self.kv_kernel = self.add_weight(
+          name="kv_kernel", shape=(memory_dim, kc + vc),
+          initializer=common.fused_glorot_uniform([kc, vc]))
+    self.output_kernel = self.add_weight(name="output_kernel", shape=(vc, self._output_channels),
+                                         initializer="glorot_uniform")
+    self.weights_dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
+
+  # Projections: one 2-D matmul over [batch * length, d], then a split into heads.
+
+  def _kernel(self, variable):
+    return ops.cast(variable, self.compute_dtype)
+
+  def _project(self, x, kernel):
+    """[B, T, d] @ [d, n] as a 2-D matmul -> [B * T, n]."""
+    x = ops.cast(x, self.compute_dtype)
+    return ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
+
+  def _split_heads(self, x, length, depth):
+    """[B * T, H * depth] -> [B, H, T, depth]."""
+    return ops.transpose(ops.reshape(x, (-1, length, self.num_heads, depth)), (0, 2, 1, 3))
+
+  def _project_qkv(self, query):
+    length = ops.shape(query)[1]
+    kc = self._key_channels
+    q, k, v = ops.split(self._project(query, self.qkv_kernel), [kc, 2 * kc], axis=-1)
+    return (self._split_heads(q, length, self._key_depth),
+            self._split_heads(k, length, self._key_depth),
+            self._split_heads(v, length, self._value_depth))
+
+  def compute_memory_kv(self, memory):
+    """Projects encoder output [B, S, d_memory] once into {"k": [B,H,S,d_k], "v": [B,H,S,d_v]}."""
+    if self.self_attention:
+      raise ValueError("compute_memory_kv is for encoder-decoder attention; this layer has "
+                       "self_attention=True. Use init_cache(batch_size, max_length) instead.")
+    common.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
+    length = ops.shape(memory)[1]
+    k, v = ops.split(self._project(memory, self.kv_kernel), [self._key_channels], axis=-1)
+    return {"k": self._split_heads(k, length, self._key_depth),
+            "v": self._split_heads(v, length, self._value_depth)}
+
+  def init_cache(self, batch_size, max_length):
+    """Zeros {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]} for self-attention."""
+    if not self.self_attention:
+      raise ValueError("init_cache is for self-attention; for encoder-decoder attention use "
+                       "compute_memory_kv(memory).")
+    return {
+        "k": ops.zeros((batch_size, self.num_heads, max_length, self._key_depth),
+                       self.compute_dtype),
+        "v": ops.zeros((batch_size, self.num_heads, max_length, self._value_depth),
+                       self.compute_dtype),
+    }
+
+  def _check_call(self, query, memory, attention_mask, cache, step):
+    common.check_rank("query", query, (3,), "[batch, query_length, channels]")
+    if self.self_attention and memory is not None:
+      raise ValueError("This MultiHeadAttention has self_attention=True and takes no `memory`; "
+                       "build one with self_attention=False for encoder-decoder attention.")
+    if not self.self_attention and memory is None and cache is None:
+      raise ValueError("Encoder-decoder attention (self_attention=False) needs `memory` "
+                       "[batch, memory_length, channels] or `cache=layer.compute_memory_kv(memory)`.")
+    if memory is not None:
+      common.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
+    if cache is not None and (not isinstance(cache, dict) or set(cache) != {"k", "v"}):
+      raise ValueError("`cache` must be the dict {'k', 'v'} from init_cache / compute_memory_kv; "
+                       f"got {type(cache).__name__}"
+                       f"{sorted(cache) if isinstance(cache, dict) else ''}.")
+    if self.self_attention and (cache is None) != (step is None):
+      raise ValueError("Self-attention decoding needs both `cache` (from init_cache) and `step` "
+                       "(the position of the first query); pass both or neither.")
+    return common.check_bool_mask("attention_mask", attention_mask, (2, 3),
+                                  "[query_length, key_length] or [batch, query_length, key_length]")
+
+  def call(self, query, memory=None, attention_mask=None, cache=None, step=None,
+           return_attention_scores=False, training=None):
+    attention_mask = self._check_call(query, memory, attention_mask, cache, step)
+    if self.self_attention:
+      q, k, v = self._project_qkv(query)  # [B, H, Tq, d_k], [B, H, Tq, d_k], [B, H, Tq, d_v]
+      if cache is not None:
+        step = ops.cast(step, "int32")
+        k = ops.slice_update(cache["k"], (0, 0, step, 0), k)  # [B, H, max_length, d_k]
+        v = ops.slice_update(cache["v"], (0, 0, step, 0), v)
+        cache = {"k": k, "v": v}
+        attention_mask = common.combine_masks(
+            common.causal_mask(ops.shape(q)[2], ops.shape(k)[2], query_offset=step),
+            attention_mask)
+    else:
+      q = self._split_heads(self._project(query, self.q_kernel), ops.shape(query)[1],
+                            self._key_depth)
+      memory_kv = cache if cache is not None else self.compute_memory_kv(memory)
+      k, v = memory_kv["k"], memory_kv["v"]  # [B, H, Tk, d_k], [B, H, Tk, d_v]
+    output, weights = self._attend(q, k, v, attention_mask, training)
+    return common.call_results(output, weights if return_attention_scores else None, cache)
+
+  def _attend(self, q, k, v, attention_mask, training):
+    """softmax(q k^T / sqrt(d_k)) v over heads, then W^O. Returns ([B, Tq, out], [B, H, Tq, Tk])."""
+    query_length = ops.shape(q)[2]
+    q = q * ops.cast(self._key_depth ** -0.5, q.dtype)
+    scores = ops.matmul(q, ops.swapaxes(k, -1, -2))  # [B, H, Tq, Tk]
+    scores = ops.cast(scores, "float32")
+    if attention_mask is not None:
+      if len(attention_mask.shape) == 2:
+        attention_mask = attention_mask[None]
+      scores = ops.where(ops.expand_dims(attention_mask, 1), scores, -1e9)  # mask [B, 1, Tq, Tk]
+    weights = ops.softmax(scores, axis=-1)  # float32 [B, H, Tq, Tk]
+    probs = self.weights_dropout(ops.cast(weights, v.dtype), training=training)
+    context = ops.matmul(probs, v)  # [B, H, Tq, d_v]
+    context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self._value_channels))
+    output = ops.matmul(context, self._kernel(self.output_kernel))  # [B * Tq, out]
+    return ops.reshape(output, (-1, query_length, self._output_channels)), weights
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "num_heads": self.num_heads,
+        "key_channels": self.key_channels,
+        "value_channels": self.value_channels,
+        "output_channels": self.output_channels,
+        "attention_dropout": self.attention_dropout,
+        "self_attention": self.self_attention,
+    })
+    return config

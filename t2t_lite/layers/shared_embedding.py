@@ -1,0 +1,75 @@
+"""Shared source/target embedding and pre-softmax projection (paper section 3.4)."""
+
+import keras
+from keras import ops
+
+from t2t_lite.layers import common
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class SharedEmbedding(keras.layers.Layer):
+  """One matrix E [vocab_size, d] for the source embedding, the target embedding and the
+  pre-softmax projection (paper section 3.4; T2T's `shared_embedding_and_softmax_weights`).
+
+  - `call(ids)`: `E[ids] * sqrt(d)` (the paper multiplies embeddings by sqrt(d_model)).
+    With `zero_pad=True` (default) the embedding of id 0 (PAD) is zeroed, as T2T's symbol
+    modality does for inputs and targets; the start symbol of the shifted targets is id 0 too,
+    so it embeds to zeros exactly like T2T's `shift_right_3d`. Row 0 is still used (and trained)
+    by the softmax.
+  - `call(x, reverse=True)`: logits `x @ E^T`, returned in float32 even under mixed precision.
+
+  E is initialized normal(0, d ** -0.5), as T2T does.
+
+  Args:
+    vocab_size: V, the shared source/target vocabulary size.
+    hidden_size: d_model.
+    zero_pad: zero the embedding of id 0 (T2T's behaviour).
+    **kwargs: standard `keras.layers.Layer` arguments.
+
+  Call arguments:
+    inputs: int ids [...], or with `reverse=True` float activations [..., d].
+    reverse: False to embed ids, True to project activations to vocabulary logits.
+
+  Returns:
+    [..., d] embeddings in the compute dtype, or [..., V] float32 logits.
+
+  Example:
+  >>> embedding = SharedEmbedding(vocab_size=100, hidden_size=16)
+  >>> x = embedding(keras.ops.array([[5, 6, 1, 0]]))       # [1, 4, 16]
+  >>> logits = embedding(x, reverse=True)                  # [1, 4, 100] float32
+  """
+
+  def __init__(self, vocab_size, hidden_size, zero_pad=True, **kwargs):
+    super().__init__(**kwargs)
+    common.check_positive_int("vocab_size", vocab_size)
+    common.check_positive_int("hidden_size", hidden_size)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.zero_pad = bool(zero_pad)
+
+  def build(self, input_shape=None):
+    self.embeddings = self.add_weight(
+        name="embeddings", shape=(self.vocab_size, self.hidden_size),
+        initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+
+  def call(self, inputs, reverse=False):
+    table = ops.cast(self.embeddings, self.compute_dtype)
+    if reverse:
+      if inputs.shape[-1] != self.hidden_size:
+        raise ValueError(f"SharedEmbedding(reverse=True) expects activations [..., "
+                         f"{self.hidden_size}]; got shape {inputs.shape}.")
+      leading_shape = ops.shape(inputs)[:-1]
+      x = ops.reshape(ops.cast(inputs, self.compute_dtype), (-1, self.hidden_size))
+      logits = ops.matmul(x, ops.transpose(table))  # [N, V]; graph mode folds the transpose
+      return ops.reshape(ops.cast(logits, "float32"), tuple(leading_shape) + (self.vocab_size,))
+    ids = common.check_int_ids("inputs", inputs, range(0, 8), "[...] of token ids")
+    embedded = ops.take(table, ids, axis=0) * ops.cast(self.hidden_size ** 0.5, table.dtype)
+    if self.zero_pad:
+      embedded = embedded * ops.cast(ops.expand_dims(ops.not_equal(ids, 0), -1), table.dtype)
+    return embedded
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+                   "zero_pad": self.zero_pad})
+    return config

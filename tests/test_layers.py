@@ -1,0 +1,394 @@
+"""Layer tests against independent numpy implementations of the paper's formulas.
+
+Runs on either backend: `KERAS_BACKEND=jax python -m pytest tests/test_layers.py`.
+"""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from t2t_lite.layers import (Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward,
+                             LearnedPositionEmbedding, MultiHeadAttention, SharedEmbedding,
+                             SinusoidalPositionEncoding)
+
+pytestmark = pytest.mark.backend_independent
+
+B, TQ, TK, D = 2, 5, 7, 16
+
+
+def to_np(x):
+  return ops.convert_to_numpy(x)
+
+
+def random_array(*shape, seed=0):
+  return np.random.RandomState(seed).normal(size=shape).astype("float32")
+
+
+# ---- numpy references (paper section 3) -------------------------------------------------------
+
+def np_softmax(x):
+  e = np.exp(x - x.max(-1, keepdims=True))
+  return e / e.sum(-1, keepdims=True)
+
+
+def np_attention(query, memory, wq, wk, wv, wo, num_heads, mask=None):
+  """MultiHead(Q, K, V) = Concat(head_1..h) W^O, head_i = softmax(QW_i (KW_i)^T / sqrt(d_k)) VW_i."""
+  q, k, v = query @ wq, memory @ wk, memory @ wv
+  dk, dv = wq.shape[1] // num_heads, wv.shape[1] // num_heads
+  heads, weights = [], []
+  for h in range(num_heads):
+    scores = q[..., h * dk:(h + 1) * dk] @ k[..., h * dk:(h + 1) * dk].transpose(0, 2, 1)
+    scores = scores / math.sqrt(dk)
+    if mask is not None:
+      scores = np.where(np.broadcast_to(mask, scores.shape), scores, -np.inf)
+    w = np_softmax(scores)
+    heads.append(w @ v[..., h * dv:(h + 1) * dv])
+    weights.append(w)
+  return np.concatenate(heads, -1) @ wo, np.stack(weights, 1)
+
+
+def attention_weights_np(layer):
+  """(wq, wk, wv, wo) of a MultiHeadAttention, as numpy."""
+  kc = layer._key_channels
+  if layer.self_attention:
+    wq, wk, wv = np.split(to_np(layer.qkv_kernel), [kc, 2 * kc], axis=1)
+  else:
+    wq = to_np(layer.q_kernel)
+    wk, wv = np.split(to_np(layer.kv_kernel), [kc], axis=1)
+  return wq, wk, wv, to_np(layer.output_kernel)
+
+
+def np_ffn(x, layer):
+  """max(0, x W1 + b1) W2 + b2."""
+  hidden = np.maximum(0, x @ to_np(layer.kernel_1) + to_np(layer.bias_1))
+  return hidden @ to_np(layer.kernel_2) + to_np(layer.bias_2)
+
+
+def np_layer_norm(x, layer):
+  mean = x.mean(-1, keepdims=True)
+  var = ((x - mean) ** 2).mean(-1, keepdims=True)
+  return (x - mean) / np.sqrt(var + layer.epsilon) * to_np(layer.gamma) + to_np(layer.beta)
+
+
+def np_sublayer(x, fn, norm, norm_type):
+  return x + fn(np_layer_norm(x, norm)) if norm_type == "pre" else np_layer_norm(x + fn(x), norm)
+
+
+def np_timing_signal(positions, channels, min_timescale=1.0, max_timescale=1e4, layout="concat"):
+  """The paper's sin/cos encoding with T2T's timescales, written element by element."""
+  n = channels // 2
+  signal = np.zeros((len(positions), channels))
+  for row, pos in enumerate(positions):
+    for i in range(n):
+      timescale = min_timescale * (max_timescale / min_timescale) ** (i / max(n - 1, 1))
+      if layout == "concat":
+        signal[row, i], signal[row, n + i] = math.sin(pos / timescale), math.cos(pos / timescale)
+      else:  # the paper: PE(pos, 2i) = sin, PE(pos, 2i + 1) = cos
+        signal[row, 2 * i], signal[row, 2 * i + 1] = (math.sin(pos / timescale),
+                                                      math.cos(pos / timescale))
+  return signal
+
+
+def padding_mask_np():
+  """[B, TK] bool: the first example has 3 padded keys."""
+  mask = np.ones((B, TK), bool)
+  mask[0, 4:] = False
+  return mask
+
+
+def assert_config_round_trip(layer, *args, **kwargs):
+  """serialize -> deserialize gives the same layer: same outputs once weights are copied."""
+  expected = layer(*args, **kwargs)
+  clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
+  assert type(clone) is type(layer)
+  assert clone.get_config() == layer.get_config()
+  clone(*args, **kwargs)
+  clone.set_weights(layer.get_weights())
+  actual = clone(*args, **kwargs)
+  for a, e in zip(keras.tree.flatten(actual), keras.tree.flatten(expected)):
+    np.testing.assert_allclose(to_np(a), to_np(e), atol=1e-6)
+
+
+# ---- MultiHeadAttention ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("mask_kind", [None, "padding", "causal", "both"])
+def test_self_attention_matches_numpy(mask_kind):
+  layer = MultiHeadAttention(num_heads=4)
+  x = random_array(B, TK, D)
+  masks = {"padding": padding_mask_np()[:, None, :],           # [B, 1, Tk]
+           "causal": np.tril(np.ones((TK, TK), bool))}         # [Tq, Tk]
+  masks["both"] = masks["padding"] & masks["causal"]           # [B, Tq, Tk]
+  mask = masks.get(mask_kind)
+  output, weights = layer(x, attention_mask=mask, return_attention_scores=True)
+  expected, expected_weights = np_attention(x, x, *attention_weights_np(layer), 4, mask)
+  np.testing.assert_allclose(to_np(output), expected, atol=1e-5)
+  np.testing.assert_allclose(to_np(weights), expected_weights, atol=1e-6)
+  assert tuple(weights.shape) == (B, 4, TK, TK)
+  if mask is not None:  # masked keys get exactly zero weight
+    assert np.all(to_np(weights)[~np.broadcast_to(mask[:, None] if mask.ndim == 3 else mask,
+                                                  weights.shape)] == 0)
+
+
+def test_encoder_decoder_attention_matches_numpy_with_other_channels():
+  """d_k != d_v (Table 3 row B style), memory of another length and a padding mask."""
+  layer = MultiHeadAttention(num_heads=2, key_channels=8, value_channels=12, output_channels=10,
+                             self_attention=False)
+  query, memory = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2)
+  mask = padding_mask_np()[:, None, :]
+  output, weights = layer(query, memory, attention_mask=mask, return_attention_scores=True)
+  expected, expected_weights = np_attention(query, memory, *attention_weights_np(layer), 2, mask)
+  assert tuple(output.shape) == (B, TQ, 10)
+  np.testing.assert_allclose(to_np(output), expected, atol=1e-5)
+  np.testing.assert_allclose(to_np(weights), expected_weights, atol=1e-6)
+  # The precomputed memory keys/values give the same answer.
+  cached, _ = layer(query, cache=layer.compute_memory_kv(memory), attention_mask=mask)
+  np.testing.assert_allclose(to_np(cached), expected, atol=1e-5)
+
+
+def test_attention_has_no_biases_and_fused_kernels():
+  layer = MultiHeadAttention(num_heads=4, key_channels=8)
+  layer(random_array(1, 3, D))
+  assert [tuple(w.shape) for w in layer.weights] == [(D, 8 + 8 + D), (D, D)]
+  cross = MultiHeadAttention(num_heads=4, self_attention=False)
+  cross(random_array(1, 3, D), random_array(1, 4, 6))
+  assert [tuple(w.shape) for w in cross.weights] == [(D, D), (6, 2 * D), (D, D)]
+
+
+def test_self_attention_cache_matches_full_causal_attention():
+  layer = MultiHeadAttention(num_heads=4)
+  x = random_array(B, TK, D)
+  full = to_np(layer(x, attention_mask=np.tril(np.ones((TK, TK), bool))))
+  cache = layer.init_cache(B, max_length=TK + 3)  # longer than needed: the tail stays masked
+  assert tuple(cache["k"].shape) == (B, 4, TK + 3, D // 4)
+  steps = []
+  for step in range(TK):
+    output, cache = layer(x[:, step:step + 1], cache=cache, step=step)
+    steps.append(to_np(output))
+  np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+  # Two positions at once (a prefix), then one more.
+  cache = layer.init_cache(B, max_length=TK)
+  first, cache = layer(x[:, :2], cache=cache, step=0)
+  np.testing.assert_allclose(to_np(first), full[:, :2], atol=1e-5)
+
+
+def test_attention_softmax_is_float32_under_mixed_precision():
+  layer = MultiHeadAttention(num_heads=2, dtype="mixed_float16")
+  output, weights = layer(random_array(B, TK, D), attention_mask=padding_mask_np()[:, None, :],
+                          return_attention_scores=True)
+  assert keras.backend.standardize_dtype(output.dtype) == "float16"
+  assert keras.backend.standardize_dtype(weights.dtype) == "float32"
+  np.testing.assert_allclose(to_np(weights).sum(-1), 1.0, atol=1e-5)
+  assert np.all(to_np(weights)[0, :, :, 4:] == 0)
+
+
+def test_attention_dropout_only_in_training():
+  layer = MultiHeadAttention(num_heads=2, attention_dropout=0.5)
+  x = random_array(B, TK, D)
+  np.testing.assert_allclose(to_np(layer(x)), to_np(layer(x, training=False)))
+  assert not np.allclose(to_np(layer(x, training=True)), to_np(layer(x)))
+
+
+def test_attention_validates_its_inputs():
+  layer = MultiHeadAttention(num_heads=2)
+  x = random_array(B, TK, D)
+  with pytest.raises(ValueError, match="boolean"):
+    layer(x, attention_mask=np.ones((TK, TK), "float32"))
+  with pytest.raises(ValueError, match="shape"):
+    layer(x[0])
+  with pytest.raises(ValueError, match="self_attention=False"):
+    layer(x, random_array(B, 3, D))
+  with pytest.raises(ValueError, match="both"):
+    layer(x, cache=layer.init_cache(B, TK))
+  with pytest.raises(ValueError, match="divisible"):
+    MultiHeadAttention(num_heads=3)(x)
+  with pytest.raises(ValueError, match="memory"):
+    MultiHeadAttention(num_heads=2, self_attention=False)(x)
+  with pytest.raises(ValueError, match="dropout rate"):
+    MultiHeadAttention(num_heads=2, attention_dropout=1.5)
+
+
+# ---- FeedForward -----------------------------------------------------------------------------
+
+def test_feed_forward_matches_numpy():
+  layer = FeedForward(filter_size=32)
+  x = random_array(B, TQ, D)
+  layer(x)
+  layer.bias_1.assign(random_array(32, seed=3))  # non-zero biases, so they are tested too
+  layer.bias_2.assign(random_array(D, seed=4))
+  np.testing.assert_allclose(to_np(layer(x)), np_ffn(x, layer), atol=1e-5)
+  assert [tuple(w.shape) for w in layer.weights] == [(D, 32), (32,), (32, D), (D,)]
+
+
+# ---- Position encodings ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("layout", ["concat", "interleave"])
+@pytest.mark.parametrize("channels", [16, 17])
+def test_sinusoid_matches_formula(layout, channels):
+  layer = SinusoidalPositionEncoding(layout=layout)
+  x = np.zeros((B, 50, channels), "float32")
+  expected = np_timing_signal(range(50), channels, layout=layout)
+  np.testing.assert_allclose(to_np(layer(x))[1], expected, atol=1e-5)
+  # Decoding: one position at a (possibly traced) start index, or explicit positions.
+  np.testing.assert_allclose(to_np(layer(x[:, :1], start_index=ops.convert_to_tensor(37)))[0, 0],
+                             expected[37], atol=1e-5)
+  explicit = to_np(layer(x[:, :3], positions=np.array([[4, 9, 2], [0, 1, 2]])))
+  np.testing.assert_allclose(explicit[0], expected[[4, 9, 2]], atol=1e-5)
+
+
+def test_sinusoid_layouts_are_a_channel_permutation():
+  x = np.zeros((1, 20, 8), "float32")
+  concat = to_np(SinusoidalPositionEncoding()(x))[0]
+  interleave = to_np(SinusoidalPositionEncoding(layout="interleave")(x))[0]
+  np.testing.assert_allclose(interleave, concat[:, [0, 4, 1, 5, 2, 6, 3, 7]], atol=1e-6)
+
+
+def test_learned_position_embedding_rows():
+  layer = LearnedPositionEmbedding(max_position=12)
+  x = np.zeros((B, 5, D), "float32")
+  output = to_np(layer(x))
+  table = to_np(layer.embeddings)
+  assert table.shape == (12, D)
+  np.testing.assert_allclose(output[1], table[:5])
+  np.testing.assert_allclose(to_np(layer(x[:, :1], start_index=7))[0, 0], table[7])
+  with pytest.raises(ValueError, match="max_position"):
+    layer(np.zeros((1, 13, D), "float32"))
+
+
+# ---- SharedEmbedding -------------------------------------------------------------------------
+
+def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
+  layer = SharedEmbedding(vocab_size=1000, hidden_size=64)
+  ids = np.array([[5, 999, 1, 0]])
+  embedded = to_np(layer(ids))
+  table = to_np(layer.embeddings)
+  assert len(layer.weights) == 1 and table.shape == (1000, 64)
+  np.testing.assert_allclose(embedded[0, :3], table[[5, 999, 1]] * 8.0, rtol=1e-6)
+  assert np.all(embedded[0, 3] == 0)  # PAD (id 0) embeds to zeros, as in T2T
+  assert abs(table.std() - 64 ** -0.5) < 0.01  # T2T's normal(0, d^-0.5)
+  x = random_array(2, 3, 64)
+  logits = layer(x, reverse=True)
+  assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+  np.testing.assert_allclose(to_np(logits), x @ table.T, atol=1e-4)
+  no_zero = SharedEmbedding(vocab_size=10, hidden_size=4, zero_pad=False)
+  assert np.any(to_np(no_zero(np.array([0]))) != 0)
+  with pytest.raises(ValueError, match="integer"):
+    layer(np.array([1.0, 2.0]))
+
+
+# ---- Encoder / decoder layers and stacks -----------------------------------------------------
+
+SETTINGS = dict(num_heads=4, filter_size=32, dropout=0.0)
+
+
+def np_encoder_layer(x, layer, padding_mask, norm_type):
+  def attend(y):
+    return np_attention(y, y, *attention_weights_np(layer.self_attention), 4,
+                        padding_mask[:, None, :])[0]
+
+  x = np_sublayer(x, attend, layer.self_attention_norm, norm_type)
+  return np_sublayer(x, lambda y: np_ffn(y, layer.feed_forward), layer.feed_forward_norm,
+                     norm_type)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_encoder_layer_matches_numpy(norm_type):
+  layer = EncoderLayer(norm_type=norm_type, **SETTINGS)
+  x, mask = random_array(B, TK, D), padding_mask_np()
+  output = to_np(layer(x, padding_mask=mask))
+  np.testing.assert_allclose(output, np_encoder_layer(x, layer, mask, norm_type), atol=1e-4)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_decoder_layer_matches_numpy(norm_type):
+  layer = DecoderLayer(norm_type=norm_type, **SETTINGS)
+  x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
+  output = to_np(layer(x, memory, memory_padding_mask=mask))
+
+  def self_attend(y):
+    return np_attention(y, y, *attention_weights_np(layer.self_attention), 4,
+                        np.tril(np.ones((TQ, TQ), bool)))[0]
+
+  def encdec_attend(y):
+    return np_attention(y, memory, *attention_weights_np(layer.encdec_attention), 4,
+                        mask[:, None, :])[0]
+
+  expected = np_sublayer(x, self_attend, layer.self_attention_norm, norm_type)
+  expected = np_sublayer(expected, encdec_attend, layer.encdec_attention_norm, norm_type)
+  expected = np_sublayer(expected, lambda y: np_ffn(y, layer.feed_forward),
+                         layer.feed_forward_norm, norm_type)
+  np.testing.assert_allclose(output, expected, atol=1e-4)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_encoder_stack_chains_layers_and_final_norm(norm_type):
+  encoder = Encoder(num_layers=2, norm_type=norm_type, **SETTINGS)
+  x, mask = random_array(B, TK, D), padding_mask_np()
+  output, scores = encoder(x, padding_mask=mask, return_attention_scores=True)
+  expected = x
+  for layer in encoder.blocks:
+    expected = np_encoder_layer(expected, layer, mask, norm_type)
+  if norm_type == "pre":  # T2T's later sets end the stack with a LayerNorm
+    expected = np_layer_norm(expected, encoder.final_norm)
+  assert hasattr(encoder, "final_norm") == (norm_type == "pre")
+  np.testing.assert_allclose(to_np(output), expected, atol=1e-4)
+  assert len(scores) == 2 and tuple(scores[0].shape) == (B, 4, TK, TK)
+
+
+def test_encoder_ignores_padded_positions():
+  encoder = Encoder(num_layers=2, **SETTINGS)
+  x, mask = random_array(B, TK, D), padding_mask_np()
+  changed = x.copy()
+  changed[~mask] = random_array(int((~mask).sum()), D, seed=9)
+  np.testing.assert_allclose(to_np(encoder(changed, padding_mask=mask))[mask],
+                             to_np(encoder(x, padding_mask=mask))[mask], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_decoder_stack_cache_matches_full(norm_type):
+  decoder = Decoder(num_layers=2, norm_type=norm_type, key_channels=8, **SETTINGS)
+  x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
+  full = to_np(decoder(x, memory, memory_padding_mask=mask))
+  cache = decoder.init_cache(memory, max_length=TQ)
+  assert tuple(cache["layer_1"]["self"]["k"].shape) == (B, 4, TQ, 2)
+  assert tuple(cache["layer_1"]["memory"]["v"].shape) == (B, 4, TK, 4)
+  steps = []
+  for step in range(TQ):
+    output, cache = decoder(x[:, step:step + 1], memory_padding_mask=mask, cache=cache, step=step)
+    steps.append(to_np(output))
+  np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+
+
+def test_block_layers_validate_arguments():
+  with pytest.raises(ValueError, match="norm_type"):
+    EncoderLayer(num_heads=2, filter_size=8, norm_type="middle")
+  with pytest.raises(ValueError, match="num_layers"):
+    Encoder(num_layers=0, num_heads=2, filter_size=8)
+  with pytest.raises(ValueError, match="memory"):
+    DecoderLayer(num_heads=2, filter_size=8)(random_array(1, 3, 8))
+  with pytest.raises(ValueError, match="boolean"):
+    EncoderLayer(num_heads=2, filter_size=8)(random_array(1, 3, 8), padding_mask=np.ones((1, 3)))
+
+
+# ---- Config round trips ----------------------------------------------------------------------
+
+def test_config_round_trips():
+  x, memory, mask = random_array(B, TQ, D), random_array(B, TK, D), padding_mask_np()
+  ids = np.array([[3, 4, 0]])
+  assert_config_round_trip(MultiHeadAttention(num_heads=4, key_channels=8, attention_dropout=0.1),
+                           x, attention_mask=np.tril(np.ones((TQ, TQ), bool)))
+  assert_config_round_trip(MultiHeadAttention(num_heads=2, self_attention=False), x, memory,
+                           attention_mask=mask[:, None, :])
+  assert_config_round_trip(FeedForward(filter_size=24, output_channels=8, relu_dropout=0.1), x)
+  assert_config_round_trip(SinusoidalPositionEncoding(layout="interleave", max_timescale=100.0), x)
+  assert_config_round_trip(LearnedPositionEmbedding(max_position=9), x)
+  assert_config_round_trip(SharedEmbedding(vocab_size=11, hidden_size=D, zero_pad=False), ids)
+  assert_config_round_trip(EncoderLayer(norm_type="post", **SETTINGS), memory, padding_mask=mask)
+  assert_config_round_trip(DecoderLayer(layer_norm_epsilon=1e-5, **SETTINGS), x, memory,
+                           memory_padding_mask=mask)
+  assert_config_round_trip(Encoder(num_layers=2, value_channels=8, **SETTINGS), memory,
+                           padding_mask=mask)
+  assert_config_round_trip(Decoder(num_layers=2, norm_type="post", **SETTINGS), x, memory,
+                           memory_padding_mask=mask)
