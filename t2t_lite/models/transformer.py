@@ -1,0 +1,249 @@
+"""The Transformer of "Attention Is All You Need" (paper section 3) as one Keras model.
+
+    source ids [B, S] --SharedEmbedding * sqrt(d) + positions, dropout--> Encoder --> memory
+    targets [B, T] --shift right (start id 0)--> same embedding + positions, dropout
+        --> Decoder(memory) --> x @ E^T (the same embedding matrix) --> float32 logits [B, T, V]
+
+Training uses `call` (teacher forcing); decoding uses `encode`, `init_cache` and `decode_step`,
+which work inside `tf.function` / `tf.while_loop` / `jax.jit` with a traced `step`.
+"""
+
+import keras
+from keras import ops
+
+from t2t_lite import registry
+from t2t_lite.layers import common
+from t2t_lite.layers.block import BLOCK_SETTINGS
+from t2t_lite.layers.decoder import Decoder
+from t2t_lite.layers.encoder import Encoder
+from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
+from t2t_lite.layers.shared_embedding import SharedEmbedding
+from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+
+PAD_ID = 0
+EOS_ID = 1
+START_ID = 0  # the shifted-right targets start with PAD, as in T2T
+POSITION_ENCODINGS = ("sinusoid", "learned")
+
+
+@registry.models.register
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class Transformer(keras.Model):
+  """Encoder-decoder Transformer with one shared embedding / softmax matrix (paper section 3).
+
+  Args:
+    vocab_size: V, the shared source/target vocabulary (PAD = 0, EOS = 1).
+    hidden_size: d_model.
+    filter_size: d_ff.
+    num_heads: h.
+    num_encoder_layers, num_decoder_layers: N.
+    key_channels, value_channels: h * d_k and h * d_v (default d_model; Table 3 rows A-C).
+    norm_type: "pre" (T2T's later sets) or "post" (the paper, `transformer_base_v1`).
+    layer_norm_epsilon: 1e-6 as T2T.
+    dropout: residual and embedding dropout (P_drop, T2T's `layer_prepostprocess_dropout`).
+    attention_dropout: dropout on attention weights.
+    relu_dropout: dropout inside the feed-forward networks.
+    position_encoding: "sinusoid" (T2T's concatenated sin/cos layout, see
+      `SinusoidalPositionEncoding`) or "learned" (Table 3 row E).
+    max_position: rows of the learned position table (sinusoids have no limit).
+    **kwargs: standard `keras.Model` arguments (name, dtype, ...).
+
+  Call arguments:
+    inputs: dict {"inputs": int [B, S], "targets": int [B, T]}, 0-padded.
+    training: whether dropout is active.
+
+  Returns:
+    float32 logits [B, T, V]: position t predicts targets[:, t] from targets[:, :t].
+
+  Example:
+  >>> model = Transformer(vocab_size=100, hidden_size=32, filter_size=64, num_heads=4,
+  ...                     num_encoder_layers=2, num_decoder_layers=2)
+  >>> features = {"inputs": keras.ops.array([[5, 6, 7, 1]]),
+  ...             "targets": keras.ops.array([[8, 9, 1]])}
+  >>> tuple(model(features).shape)
+  (1, 3, 100)
+  >>> memory, source_mask = model.encode(features["inputs"])
+  >>> cache = model.init_cache(memory, source_mask, max_length=10)
+  >>> logits, cache = model.decode_step(keras.ops.array([0]), 0, cache)   # [1, 100]
+  """
+
+  def __init__(self, vocab_size, hidden_size=512, filter_size=2048, num_heads=8,
+               num_encoder_layers=6, num_decoder_layers=6, key_channels=None,
+               value_channels=None, norm_type="pre", layer_norm_epsilon=1e-6, dropout=0.1,
+               attention_dropout=0.0, relu_dropout=0.0, position_encoding="sinusoid",
+               max_position=1024, **kwargs):
+    super().__init__(**kwargs)
+    if position_encoding not in POSITION_ENCODINGS:
+      raise ValueError(f"`position_encoding` must be 'sinusoid' or 'learned' (Table 3 row E); "
+                       f"got {position_encoding!r}.")
+    common.check_positive_int("hidden_size", hidden_size)
+    common.check_positive_int("max_position", max_position)
+    self.vocab_size = vocab_size
+    self.hidden_size = hidden_size
+    self.filter_size = filter_size
+    self.num_heads = num_heads
+    self.num_encoder_layers = num_encoder_layers
+    self.num_decoder_layers = num_decoder_layers
+    self.key_channels = key_channels
+    self.value_channels = value_channels
+    self.norm_type = norm_type
+    self.layer_norm_epsilon = layer_norm_epsilon
+    self.dropout = dropout
+    self.attention_dropout = attention_dropout
+    self.relu_dropout = relu_dropout
+    self.position_encoding = position_encoding
+    self.max_position = max_position
+
+    block = {name: getattr(self, name) for name in BLOCK_SETTINGS}
+    self.embedding = SharedEmbedding(vocab_size, hidden_size, dtype=self.dtype_policy,
+                                     name="shared_embedding")
+    if position_encoding == "sinusoid":
+      self.position = SinusoidalPositionEncoding(dtype=self.dtype_policy, name="position")
+    else:
+      self.position = LearnedPositionEmbedding(max_position, dtype=self.dtype_policy,
+                                               name="position")
+    self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.encoder = Encoder(num_encoder_layers, dtype=self.dtype_policy, name="encoder", **block)
+    self.decoder = Decoder(num_decoder_layers, dtype=self.dtype_policy, name="decoder", **block)
+
+  @classmethod
+  def from_hparams(cls, hparams, vocab_size, **kwargs):
+    """Builds the model of a `t2t_lite.hparams.HParams` (e.g. `get_hparams("big")`)."""
+    return cls(
+        vocab_size=vocab_size, hidden_size=hparams.hidden_size,
+        filter_size=hparams.filter_size, num_heads=hparams.num_heads,
+        num_encoder_layers=hparams.num_encoder_layers,
+        num_decoder_layers=hparams.num_decoder_layers, key_channels=hparams.key_channels,
+        value_channels=hparams.value_channels, norm_type=hparams.norm_type,
+        layer_norm_epsilon=hparams.layer_norm_epsilon,
+        dropout=hparams.layer_prepostprocess_dropout,
+        attention_dropout=hparams.attention_dropout, relu_dropout=hparams.relu_dropout,
+        position_encoding=hparams.position_encoding, max_position=hparams.max_position,
+        **kwargs)
+
+  def build(self, input_shape=None):
+    """Creates every weight; shapes depend only on the constructor arguments."""
+    hidden_shape = (None, None, self.hidden_size)
+    self.embedding.build()
+    self.position.build(hidden_shape)
+    self.encoder.build(hidden_shape)
+    self.decoder.build(hidden_shape)
+
+  # Embedding (paper sections 3.4, 3.5).
+
+  def _embed(self, ids, training, start_index=None):
+    """ids [B, T] -> E[ids] * sqrt(d) + positions, with residual dropout -> [B, T, d]."""
+    x = self.embedding(ids)
+    x = x + self.position(x, start_index=start_index)
+    return self.embedding_dropout(x, training=training)
+
+  # Teacher forcing.
+
+  def call(self, inputs, training=None):
+    if not isinstance(inputs, dict) or not {"inputs", "targets"} <= set(inputs):
+      raise ValueError("Transformer expects a dict {'inputs': int [batch, source_length], "
+                       "'targets': int [batch, target_length]}; got "
+                       f"{sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__}.")
+    memory, source_mask = self.encode(inputs["inputs"], training=training)
+    target_ids = self._check_ids("targets", inputs["targets"])
+    return self._decode(target_ids, memory, source_mask, training)
+
+  def _check_ids(self, name, ids):
+    return common.check_int_ids(name, ids, (2,), "[batch, length]")
+
+  def encode(self, source_ids, training=False):
+    """source ids [B, S] -> (encoder output [B, S, d], source mask [B, S] bool, True = token)."""
+    source_ids = self._check_ids("source_ids", source_ids)
+    source_mask = ops.not_equal(source_ids, PAD_ID)
+    memory = self.encoder(self._embed(source_ids, training), padding_mask=source_mask,
+                          training=training)
+    return memory, source_mask
+
+  def _shift_right(self, target_ids):
+    """[B, T] targets -> decoder input [B, T]: START_ID, then targets[:, :-1]."""
+    return ops.pad(target_ids[:, :-1], [(0, 0), (1, 0)], constant_values=START_ID)
+
+  def _decode(self, target_ids, memory, source_mask, training, return_attention_scores=False):
+    decoder_input = self._embed(self._shift_right(target_ids), training)
+    outputs = self.decoder(decoder_input, memory, memory_padding_mask=source_mask,
+                           return_attention_scores=return_attention_scores, training=training)
+    x, scores = outputs if return_attention_scores else (outputs, None)
+    logits = self.embedding(x, reverse=True)  # float32 [B, T, V]
+    return (logits, scores) if return_attention_scores else logits
+
+  # Incremental decoding.
+
+  def init_cache(self, encoder_output, source_mask, max_length):
+    """The decoding state; every leaf has batch as axis 0 (beam search tiles/gathers it).
+
+    Returns:
+      {"source_mask": bool [B, S],
+       "decoder": {"layer_i": {"self": {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]},
+                               "memory": {"k": [B, H, S, d_k], "v": [B, H, S, d_v]}}}}
+      Self-attention k/v are preallocated zeros; the memory k/v are the encoder output's keys and
+      values, projected once here.
+    """
+    if not isinstance(max_length, int) or max_length < 1:
+      raise ValueError(f"`max_length` must be a positive Python int (static cache size); got "
+                       f"{max_length!r}.")
+    if self.position_encoding == "learned" and max_length > self.max_position:
+      raise ValueError(f"max_length {max_length} exceeds max_position {self.max_position} of the "
+                       "learned position table; decode shorter outputs.")
+    source_mask = common.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
+    return {"source_mask": source_mask,
+            "decoder": self.decoder.init_cache(encoder_output, max_length)}
+
+  def decode_step(self, token_ids, step, cache, training=False):
+    """One decoding step.
+
+    Args:
+      token_ids: int [B], the token at position `step` (the start id 0 at step 0).
+      step: int32 scalar (may be traced), 0-based position of `token_ids`.
+      cache: from `init_cache` or the previous step.
+      training: whether dropout is active.
+
+    Returns:
+      (float32 logits [B, V] for the token at step + 1, the updated cache).
+    """
+    token_ids = common.check_int_ids("token_ids", token_ids, (1,), "[batch]")
+    if not isinstance(cache, dict) or set(cache) != {"source_mask", "decoder"}:
+      raise ValueError("`cache` must be the dict returned by init_cache (or by decode_step).")
+    step = ops.cast(step, "int32")
+    x = self._embed(ops.expand_dims(token_ids, 1), training, start_index=step)  # [B, 1, d]
+    x, decoder_cache = self.decoder(x, memory_padding_mask=cache["source_mask"],
+                                    cache=cache["decoder"], step=step, training=training)
+    logits = self.embedding(x, reverse=True)[:, 0, :]  # [B, V] float32
+    return logits, {"source_mask": cache["source_mask"], "decoder": decoder_cache}
+
+  # Attention pictures (paper figures 3-5).
+
+  def attention_weights(self, source_ids, target_ids):
+    """Teacher-forced attention weights, for the paper's attention visualizations.
+
+    Returns:
+      {"encoder_self": [...], "decoder_self": [...], "encoder_decoder": [...]}, lists with one
+      float32 array [B, H, Tq, Tk] per layer.
+    """
+    source_ids = self._check_ids("source_ids", source_ids)
+    target_ids = self._check_ids("target_ids", target_ids)
+    source_mask = ops.not_equal(source_ids, PAD_ID)
+    memory, encoder_scores = self.encoder(self._embed(source_ids, False), padding_mask=source_mask,
+                                          return_attention_scores=True, training=False)
+    _, decoder_scores = self._decode(target_ids, memory, source_mask, False,
+                                     return_attention_scores=True)
+    return {"encoder_self": encoder_scores, "decoder_self": decoder_scores["self"],
+            "encoder_decoder": decoder_scores["encdec"]}
+
+  def get_config(self):
+    config = super().get_config()
+    config.update({
+        "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
+        "filter_size": self.filter_size, "num_heads": self.num_heads,
+        "num_encoder_layers": self.num_encoder_layers,
+        "num_decoder_layers": self.num_decoder_layers, "key_channels": self.key_channels,
+        "value_channels": self.value_channels, "norm_type": self.norm_type,
+        "layer_norm_epsilon": self.layer_norm_epsilon, "dropout": self.dropout,
+        "attention_dropout": self.attention_dropout, "relu_dropout": self.relu_dropout,
+        "position_encoding": self.position_encoding, "max_position": self.max_position,
+    })
+    return config

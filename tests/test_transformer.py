@@ -1,0 +1,279 @@
+"""Transformer model tests: causality, padding, cached decoding, parameter counts, serialization,
+mixed precision. Runs on either backend (`KERAS_BACKEND=jax python -m pytest tests/...`)."""
+
+import importlib
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from t2t_lite import registry
+from t2t_lite.hparams import get_hparams
+from t2t_lite.hparams.transformer import TABLE3_ROWS
+from t2t_lite.models import Transformer
+
+VOCAB = 23
+TINY = dict(vocab_size=VOCAB, hidden_size=16, filter_size=32, num_heads=4, num_encoder_layers=2,
+            num_decoder_layers=2, dropout=0.0)
+pytestmark = pytest.mark.backend_independent
+
+SOURCE = np.array([[3, 4, 5, 6, 1, 0, 0], [7, 8, 9, 10, 11, 12, 1]], "int32")
+TARGETS = np.array([[13, 14, 15, 1, 0], [16, 17, 18, 19, 1]], "int32")
+
+
+@pytest.fixture(autouse=True)
+def _float32_policy():
+  """Each test starts and ends with the float32 policy (the mixed-precision tests change it)."""
+  keras.config.set_dtype_policy("float32")
+  yield
+  keras.config.set_dtype_policy("float32")
+
+
+@pytest.fixture
+def compile_function():
+  """The active backend's compiler: tf.function (graph mode) or jax.jit."""
+  return {"tensorflow": lambda: importlib.import_module("tensorflow").function,
+          "jax": lambda: importlib.import_module("jax").jit}[keras.backend.backend()]()
+
+
+def to_np(x):
+  return ops.convert_to_numpy(x)
+
+
+def tiny_model(**changes):
+  model = Transformer(**{**TINY, **changes})
+  model({"inputs": SOURCE, "targets": TARGETS})
+  return model
+
+
+def logits_of(model, source=SOURCE, targets=TARGETS, **kwargs):
+  return to_np(model({"inputs": source, "targets": targets}, **kwargs))
+
+
+def decode_teacher_forced(model, source, targets):
+  """Runs decode_step position by position, feeding the shifted targets; returns [B, T, V]."""
+  memory, source_mask = model.encode(source)
+  cache = model.init_cache(memory, source_mask, max_length=targets.shape[1])
+  decoder_input = np.concatenate([np.zeros_like(targets[:, :1]), targets[:, :-1]], axis=1)
+  steps = []
+  for step in range(targets.shape[1]):
+    logits, cache = model.decode_step(decoder_input[:, step], ops.convert_to_tensor(step, "int32"),
+                                      cache)
+    steps.append(to_np(logits))
+  return np.stack(steps, axis=1)
+
+
+def test_call_returns_float32_logits_and_is_registered():
+  model = tiny_model()
+  logits = model({"inputs": SOURCE, "targets": TARGETS})
+  assert tuple(logits.shape) == (2, 5, VOCAB)
+  assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+  assert registry.models.get("transformer") is Transformer
+
+
+def test_future_target_tokens_never_change_earlier_outputs():
+  model = tiny_model()
+  base = logits_of(model)
+  for k in range(TARGETS.shape[1]):
+    changed_targets = TARGETS.copy()
+    changed_targets[:, k] = 2 + (TARGETS[:, k] + 5) % (VOCAB - 2)
+    changed = logits_of(model, targets=changed_targets)
+    # Position t sees targets[:, :t]; so positions <= k must not move, position k + 1 must.
+    np.testing.assert_allclose(changed[:, :k + 1], base[:, :k + 1], atol=1e-5)
+    if k + 1 < TARGETS.shape[1]:
+      assert not np.allclose(changed[:, k + 1], base[:, k + 1], atol=1e-4)
+
+
+def test_padded_source_positions_never_change_real_outputs():
+  model = tiny_model()
+  base = logits_of(model)
+  more_padding = np.pad(SOURCE, [(0, 0), (0, 4)])  # 4 more PAD (id 0) columns
+  np.testing.assert_allclose(logits_of(model, source=more_padding), base, atol=1e-5)
+  memory, mask = model.encode(SOURCE)
+  memory_padded, mask_padded = model.encode(more_padding)
+  assert to_np(mask).tolist() == to_np(mask_padded)[:, :SOURCE.shape[1]].tolist()
+  np.testing.assert_allclose(to_np(memory_padded)[:, :SOURCE.shape[1]][to_np(mask)],
+                             to_np(memory)[to_np(mask)], atol=1e-5)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+@pytest.mark.parametrize("position_encoding", ["sinusoid", "learned"])
+def test_cached_decode_steps_equal_teacher_forced_call(norm_type, position_encoding):
+  model = tiny_model(norm_type=norm_type, position_encoding=position_encoding, max_position=16,
+                     key_channels=8, dropout=0.1, attention_dropout=0.1, relu_dropout=0.1)
+  np.testing.assert_allclose(decode_teacher_forced(model, SOURCE, TARGETS), logits_of(model),
+                             atol=1e-4)
+
+
+def test_cache_layout_has_batch_first():
+  model = tiny_model(value_channels=8)
+  memory, source_mask = model.encode(SOURCE)
+  cache = model.init_cache(memory, source_mask, max_length=9)
+  assert set(cache) == {"source_mask", "decoder"}
+  layer = cache["decoder"]["layer_0"]
+  assert tuple(layer["self"]["k"].shape) == (2, 4, 9, 4)      # [B, H, max_length, d_k]
+  assert tuple(layer["self"]["v"].shape) == (2, 4, 9, 2)      # [B, H, max_length, d_v]
+  assert tuple(layer["memory"]["k"].shape) == (2, 4, 7, 4)    # [B, H, S, d_k]
+  assert all(leaf.shape[0] == 2 for leaf in keras.tree.flatten(cache))
+
+
+def test_greedy_decode_compiled_with_traced_step(compile_function):
+  """decode_step inside a compiled while loop (tf.function / jax.jit) with a traced step."""
+  model = tiny_model()
+  max_length = 6
+
+  def greedy(source):
+    memory, source_mask = model.encode(source)
+    cache = model.init_cache(memory, source_mask, max_length)
+    batch = ops.shape(source)[0]
+    tokens = ops.zeros((batch,), "int32")
+    outputs = ops.zeros((batch, max_length), "int32")
+
+    def body(step, tokens, outputs, cache):
+      logits, cache = model.decode_step(tokens, step, cache)
+      tokens = ops.cast(ops.argmax(logits, axis=-1), "int32")
+      outputs = ops.slice_update(outputs, (0, step), tokens[:, None])
+      return step + 1, tokens, outputs, cache
+
+    loop_vars = (ops.convert_to_tensor(0, "int32"), tokens, outputs, cache)
+    return ops.while_loop(lambda step, *_: step < max_length, body, loop_vars)[2]
+
+  compiled = to_np(compile_function(greedy)(ops.convert_to_tensor(SOURCE)))
+  np.testing.assert_array_equal(compiled, to_np(greedy(ops.convert_to_tensor(SOURCE))))
+  # Teacher forcing on the greedy output predicts the same tokens.
+  np.testing.assert_array_equal(logits_of(model, targets=compiled).argmax(-1), compiled)
+
+
+def test_attention_weights_for_pictures():
+  model = tiny_model()
+  weights = model.attention_weights(SOURCE, TARGETS)
+  assert set(weights) == {"encoder_self", "decoder_self", "encoder_decoder"}
+  for name, shape in [("encoder_self", (2, 4, 7, 7)), ("decoder_self", (2, 4, 5, 5)),
+                      ("encoder_decoder", (2, 4, 5, 7))]:
+    assert len(weights[name]) == 2
+    for w in weights[name]:
+      assert tuple(w.shape) == shape
+      np.testing.assert_allclose(to_np(w).sum(-1), 1.0, atol=1e-5)
+  decoder_self = to_np(weights["decoder_self"][0])
+  assert np.all(np.triu(decoder_self, k=1) == 0)                     # no attention to the future
+  assert np.all(to_np(weights["encoder_decoder"][1])[0, :, :, 5:] == 0)  # nor to source padding
+
+
+def test_dropout_only_in_training():
+  model = tiny_model(dropout=0.3)
+  np.testing.assert_allclose(logits_of(model), logits_of(model, training=False))
+  assert not np.allclose(logits_of(model, training=True), logits_of(model))
+
+
+# ---- Parameter counts (Table 3), built without allocating the weights ------------------------
+
+def count_params(hparams_name, vocab_size=37000):
+  """Builds the model of an hparams set (variables created, never initialized) and counts."""
+  with keras.StatelessScope(initialize_variables=False):
+    model = Transformer.from_hparams(get_hparams(hparams_name), vocab_size)
+    model.build()
+    return model.count_params()
+
+
+def test_parameter_counts_match_the_paper():
+  try:
+    base = count_params("transformer_base_v1")
+    big = count_params("transformer_big")
+    rows = {name: count_params(name) for name, (_, millions) in TABLE3_ROWS.items() if millions}
+  finally:
+    keras.utils.clear_session()  # forget the never-initialized variables
+  assert abs(base / 65e6 - 1) <= 0.05, base
+  assert abs(big / 213e6 - 1) <= 0.02, big
+  assert len(rows) == 9
+  for name, count in rows.items():
+    millions = TABLE3_ROWS[name][1]
+    assert abs(count / (millions * 1e6) - 1) <= 0.08, (name, count, millions)
+
+
+def test_stateless_count_equals_real_build():
+  model = tiny_model(num_heads=2, key_channels=8)
+  # Formula: embeddings + encoder layers (attention, FFN, 2 norms) + decoder layers + final norms.
+  d, ff, kc = 16, 32, 8
+  attention = d * (2 * kc + d) + d * d
+  ffn = 2 * d * ff + ff + d
+  expected = (VOCAB * d + 2 * (attention + ffn + 4 * d) + 2 * (2 * attention + ffn + 6 * d)
+              + 2 * 2 * d)
+  assert model.count_params() == expected
+  with keras.StatelessScope(initialize_variables=False):
+    unbuilt = Transformer(**{**TINY, "num_heads": 2, "key_channels": 8})
+    unbuilt.build()
+    assert unbuilt.count_params() == expected
+  keras.utils.clear_session()
+
+
+def test_from_hparams_maps_fields():
+  hparams = get_hparams("transformer_tiny,num_hidden_layers=1,attention_key_channels=64")
+  model = Transformer.from_hparams(hparams, vocab_size=50)
+  config = model.get_config()
+  assert (config["hidden_size"], config["filter_size"], config["num_heads"]) == (128, 512, 4)
+  assert (config["num_encoder_layers"], config["num_decoder_layers"]) == (1, 1)
+  assert (config["key_channels"], config["value_channels"]) == (64, 128)
+  assert config["dropout"] == hparams.layer_prepostprocess_dropout
+  assert config["norm_type"] == "pre" and config["position_encoding"] == "sinusoid"
+
+
+# ---- Serialization ---------------------------------------------------------------------------
+
+def test_config_round_trip():
+  model = tiny_model(norm_type="post", position_encoding="learned", max_position=12,
+                     value_channels=8, layer_norm_epsilon=1e-5)
+  clone = Transformer.from_config(model.get_config())
+  assert clone.get_config() == model.get_config()
+  clone.build()
+  clone.set_weights(model.get_weights())
+  np.testing.assert_allclose(logits_of(clone), logits_of(model), atol=1e-6)
+
+
+def test_keras_save_load_round_trip(tmp_path):
+  model = tiny_model(position_encoding="learned", max_position=12)
+  path = str(tmp_path / "transformer.keras")
+  model.save(path)
+  loaded = keras.saving.load_model(path)
+  assert isinstance(loaded, Transformer)
+  np.testing.assert_array_equal(logits_of(loaded), logits_of(model))
+  np.testing.assert_array_equal(decode_teacher_forced(loaded, SOURCE, TARGETS),
+                                decode_teacher_forced(model, SOURCE, TARGETS))
+
+
+# ---- Mixed precision -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy, atol", [("mixed_float16", 0.02), ("mixed_bfloat16", 0.1)])
+def test_mixed_precision_returns_float32_logits(policy, atol):
+  reference = tiny_model()
+  keras.config.set_dtype_policy(policy)
+  model = tiny_model()
+  model.set_weights(reference.get_weights())
+  logits = model({"inputs": SOURCE, "targets": TARGETS})
+  assert keras.backend.standardize_dtype(logits.dtype) == "float32"
+  assert all(keras.backend.standardize_dtype(w.dtype) == "float32" for w in model.weights)
+  np.testing.assert_allclose(to_np(logits), logits_of(reference), atol=atol)
+  memory, source_mask = model.encode(SOURCE)
+  cache = model.init_cache(memory, source_mask, max_length=3)
+  step_logits, _ = model.decode_step(ops.zeros((2,), "int32"), 0, cache)
+  assert keras.backend.standardize_dtype(step_logits.dtype) == "float32"
+  np.testing.assert_allclose(to_np(step_logits), to_np(logits)[:, 0], atol=atol)
+
+
+# ---- Input validation ------------------------------------------------------------------------
+
+def test_model_validates_inputs():
+  model = tiny_model()
+  with pytest.raises(ValueError, match="dict"):
+    model({"inputs": SOURCE})
+  with pytest.raises(ValueError, match="integer"):
+    model({"inputs": SOURCE.astype("float32"), "targets": TARGETS})
+  with pytest.raises(ValueError, match="shape"):
+    model.encode(SOURCE[0])
+  memory, source_mask = model.encode(SOURCE)
+  with pytest.raises(ValueError, match="max_length"):
+    model.init_cache(memory, source_mask, max_length=0)
+  with pytest.raises(ValueError, match="init_cache"):
+    model.decode_step(ops.zeros((2,), "int32"), 0, {"decoder": {}})
+  with pytest.raises(ValueError, match="position_encoding"):
+    Transformer(vocab_size=10, position_encoding="rotary")
