@@ -24,3 +24,35 @@ def shared_data():
   if not SHARED_DATA.is_dir():
     pytest.skip(f"real corpora not found at {SHARED_DATA} (see README, 'Data')")
   return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def multi30k_slice(shared_data, tmp_path_factory):
+  """A raw_data_dir with the first 2,000 / 100 / 100 Multi30k pairs (same file names)."""
+  folder = tmp_path_factory.mktemp("multi30k_slice")
+  for prefix, count in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
+    for lang in ("en", "de"):
+      lines = (shared_data / "multi30k" / f"{prefix}.{lang}").read_text(encoding="utf-8").split("\n")
+      (folder / f"{prefix}.{lang}").write_text("\n".join(lines[:count]) + "\n", encoding="utf-8")
+  return folder
+
+
+TINY_TEST_HPARAMS = ("hidden_size=64,filter_size=128,num_heads=4,num_hidden_layers=2,batch_size=1024,"
+                     "max_length=64,learning_rate_warmup_steps=50,eval_bleu_examples=0")
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(multi30k_slice, tmp_path_factory):
+  """A small EN-DE model trained for a few steps on the Multi30k slice: (model_dir, data_dir).
+
+  Its translations are poor; tests use it to check plumbing that must hold for any weights.
+  """
+  from t2t_lite.hparams import get_hparams
+  from t2t_lite.problems import get_problem
+  from t2t_lite.training import trainer
+  root = tmp_path_factory.mktemp("tiny_model")
+  problem = get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice))
+  trainer.train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS),
+                             str(root / "model"), str(root / "data"), train_steps=30,
+                             eval_steps=0, save_checkpoints_steps=10, log_every=10)
+  return root / "model", root / "data"

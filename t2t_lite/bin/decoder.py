@@ -50,22 +50,27 @@ def main(argv=None):
   return 0
 
 
-def _decode_hparams(problem_name, overrides):
+def _problem(problem_name):
+  """The model's problem, or None if its registration is not loaded (pass --t2t_usr_dir)."""
+  from t2t_lite import registry
   from t2t_lite.problems import get_problem
   try:
-    defaults = get_problem(problem_name).default_decode_hparams()
-  except Exception:  # a problem that needs local files to construct: the paper's defaults
-    from t2t_lite.hparams import DecodeHParams
-    defaults = DecodeHParams()
-  return defaults.parse(overrides)
+    return get_problem(problem_name)
+  except registry.RegistryError:
+    print(f"warning: problem {problem_name!r} is not registered here (missing --t2t_usr_dir?); "
+          "using the paper's decoding defaults", file=sys.stderr)
+    return None
+
+
+def _decode_hparams(problem_name, overrides):
+  from t2t_lite.hparams import DecodeHParams
+  problem = _problem(problem_name)
+  return (problem.default_decode_hparams() if problem else DecodeHParams()).parse(overrides)
 
 
 def _target_language(problem_name):
-  from t2t_lite.problems import get_problem
-  try:
-    return get_problem(problem_name).target_language
-  except Exception:
-    return "en"
+  problem = _problem(problem_name)
+  return problem.target_language if problem else "de"
 
 
 if __name__ == "__main__":
