@@ -203,7 +203,9 @@ def test_attention_validates_its_inputs():
   with pytest.raises(ValueError, match="both"):
     layer(x, cache=layer.init_cache(B, TK))
   with pytest.raises(ValueError, match="divisible"):
-    MultiHeadAttention(num_heads=3)(x)
+    MultiHeadAttention(num_heads=3)(x)  # d = 16 is the default key_channels
+  with pytest.raises(ValueError, match="divisible"):
+    MultiHeadAttention(num_heads=2, value_channels=9)
   with pytest.raises(ValueError, match="memory"):
     MultiHeadAttention(num_heads=2, self_attention=False)(x)
   with pytest.raises(ValueError, match="dropout rate"):

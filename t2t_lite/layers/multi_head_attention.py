@@ -76,6 +76,7 @@ class MultiHeadAttention(keras.layers.Layer):
         common.check_positive_int(name, value)
     common.check_rate("attention_dropout", attention_dropout)
     self.num_heads = num_heads
+    self._check_divisible(key_channels=key_channels, value_channels=value_channels)
     self.key_channels = key_channels
     self.value_channels = value_channels
     self.output_channels = output_channels
@@ -90,11 +91,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self._key_channels = self.key_channels or query_dim
     self._value_channels = self.value_channels or query_dim
     self._output_channels = self.output_channels or query_dim
-    for name, channels in (("key_channels", self._key_channels),
-                           ("value_channels", self._value_channels)):
-      if channels % self.num_heads:
-        raise ValueError(f"`{name}` ({channels}) must be divisible by num_heads "
-                         f"({self.num_heads}); pick {name} = num_heads * d_k.")
+    self._check_divisible(key_channels=self._key_channels, value_channels=self._value_channels)
     self._key_depth = self._key_channels // self.num_heads      # d_k
     self._value_depth = self._value_channels // self.num_heads  # d_v
     kc, vc = self._key_channels, self._value_channels
@@ -112,6 +109,12 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_kernel = self.add_weight(name="output_kernel", shape=(vc, self._output_channels),
                                          initializer="glorot_uniform")
     self.weights_dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
+
+  def _check_divisible(self, **channels):
+    for name, value in channels.items():
+      if value is not None and value % self.num_heads:
+        raise ValueError(f"`{name}` ({value}) must be divisible by num_heads ({self.num_heads}); "
+                         f"pick {name} = num_heads * depth per head.")
 
   # Projections: one 2-D matmul over [batch * length, d], then a split into heads.
 
