@@ -37,7 +37,7 @@ def average_checkpoints(output_dir, out_dir, count=5, checkpoint_paths=None):
   problem_name, hparams = model_dir.read_model_dir(output_dir)
   vocab_size = model_dir.read_record(output_dir)["vocab_size"]
   model = trainer.build_model(hparams.replace(mixed_precision="float32"), vocab_size)
-  checkpoint = tf.train.Checkpoint(model=model)
+  checkpoint = tf.train.Checkpoint(model=trainer.checkpointable(model))
   sums = [np.zeros(v.shape, np.float64) for v in model.weights]
   for path in paths:
     checkpoint.restore(path).expect_partial().assert_existing_objects_matched()

@@ -45,6 +45,22 @@ def build_model(hparams, vocab_size):
   return model
 
 
+def checkpointable(model):
+  """The model as a checkpoint sees it: {variable path: variable}.
+
+  Keras 3 keeps sub-layers held in Python lists (the encoder's blocks) in its own tracked
+  collections, which TensorFlow's object-graph checkpoints do not follow, so
+  `tf.train.Checkpoint(model=model)` would silently save only some weights. Naming every variable
+  by its unique Keras path saves all of them, independent of how layers are nested, with
+  readable names (`encoder/layer_0/self_attention/qkv_kernel`). The model's own name is dropped
+  from the path: Keras makes it unique per instance (`transformer_1`).
+  """
+  variables = {v.path.split("/", 1)[-1]: v for v in model.weights}
+  if len(variables) != len(model.weights):
+    raise ValueError("model variables have duplicate paths; give layers distinct names")
+  return variables
+
+
 def build_optimizer(hparams):
   optimizer = keras.optimizers.Adam(
       learning_rate=TransformerSchedule.from_hparams(hparams),
@@ -68,7 +84,8 @@ def restore_model(output_dir, checkpoint_path=None):
         f"{output_dir} has no checkpoint: train first (t2t-lite-trainer --output_dir={output_dir}) "
         "or pass --checkpoint_path.")
   model = build_model(hparams.replace(mixed_precision="float32"), vocab_size)
-  tf.train.Checkpoint(model=model).restore(path).expect_partial().assert_existing_objects_matched()
+  status = tf.train.Checkpoint(model=checkpointable(model)).restore(path).expect_partial()
+  status.assert_existing_objects_matched()
   return hparams, model, path
 
 
@@ -89,7 +106,7 @@ class Trainer:
       self.optimizer.build(self.model.trainable_variables)
       self.nonfinite = tf.Variable(False, trainable=False, name="nonfinite_loss_seen",
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer)
+    self.checkpoint = tf.train.Checkpoint(model=checkpointable(self.model), optimizer=self.optimizer)
     self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max)
     self.restored_from = self.manager.latest_checkpoint
     if self.restored_from:
@@ -115,7 +132,10 @@ class Trainer:
     grads = tape.gradient(scaled, self.model.trainable_variables)
     self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
     total_loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
-    self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(tf.math.is_finite(total_loss))))
+    finite = tf.math.is_finite(total_loss)
+    if hp.mixed_precision != "mixed_float16":  # with loss scaling, inf gradients are skipped steps
+      finite = tf.logical_and(finite, tf.math.is_finite(tf.linalg.global_norm(grads)))
+    self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(finite)))
     return total_loss, global_tokens
 
   def train_step(self, dist_batch):
@@ -132,7 +152,8 @@ class Trainer:
   def check_finite(self):
     if bool(self.nonfinite.numpy()):
       raise NonFiniteLossError(
-          f"training loss became NaN or infinite before step {self.step}; stopped without saving. "
+          f"training loss (or gradient) became NaN or infinite before step {self.step}; stopped "
+          "without saving. "
           f"The last good checkpoint is {self.manager.latest_checkpoint}. Lower the learning rate "
           "(learning_rate_constant), raise learning_rate_warmup_steps, or set clip_grad_norm.")
 

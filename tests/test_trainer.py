@@ -1,0 +1,248 @@
+"""The trainer: learning, distribution, resuming after SIGKILL, averaging, refusing bad input."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite.hparams import DecodeHParams, get_hparams
+from t2t_lite.problems import get_problem
+from t2t_lite.training import average, model_dir, trainer
+
+TINY = "transformer_tiny"
+# A very small model for the plumbing tests; the learning test uses the real tiny set.
+MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
+         "max_length=16,eval_bleu_examples=0")
+
+
+def _run(args, env=None, timeout=300):
+  env = dict(os.environ, **(env or {}))
+  return subprocess.run([sys.executable, "-m", "t2t_lite.bin.trainer", *args], capture_output=True,
+                        text=True, env=env, timeout=timeout)
+
+
+def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
+  # Measured here: copy 0.985 sequence accuracy after 700 steps (50 s); reverse needs ~1000
+  # steps for 0.95 with learning_rate_constant=1, warmup 200.
+  problem = get_problem("algorithmic_copy")
+  hparams = get_hparams(TINY, "batch_size=1024,learning_rate_constant=0.5,"
+                              "learning_rate_warmup_steps=100,optimizer_adam_beta2=0.98,"
+                              "layer_prepostprocess_dropout=0.0,attention_dropout=0.0,"
+                              "relu_dropout=0.0,eval_bleu_examples=0")
+  start = time.time()
+  trainer.train_and_evaluate(problem, hparams, str(tmp_path / "run"), str(tmp_path / "data"),
+                             train_steps=700, eval_steps=0, save_checkpoints_steps=700,
+                             log_every=100)
+  train_seconds = time.time() - start
+  from t2t_lite.decoding.decoder import load_translator
+  translator, _ = load_translator(str(tmp_path / "run"), DecodeHParams(beam_size=1, batch_size=64))
+  pairs = problem.text_pairs("test", str(tmp_path / "data"))[:200]
+  outputs = translator.translate([s for s, _ in pairs])
+  accuracy = np.mean([o == t for o, (_, t) in zip(outputs, pairs)])
+  print(f"copy: sequence accuracy {accuracy:.3f} after {train_seconds:.0f}s of training")
+  assert accuracy >= 0.95
+
+
+def test_checkpoint_restores_every_model_variable(tmp_path):
+  problem = get_problem("algorithmic_copy")
+  out = str(tmp_path / "run")
+  trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, str(tmp_path / "data"),
+                             train_steps=3, eval_steps=0, save_checkpoints_steps=3)
+  _, restored, _ = trainer.restore_model(out)
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
+  saved = {n for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
+  assert len(saved) == len(restored.weights)
+  fresh = trainer.build_model(get_hparams(TINY, MICRO), problem.get_vocab(None).vocab_size)
+  differs = [not np.array_equal(a, b) for a, b in zip(fresh.get_weights(), restored.get_weights())]
+  assert sum(differs) >= len(differs) - 4  # all but maybe a few untouched (e.g. LayerNorm) weights
+
+
+def test_hparams_json_records_overrides_and_refuses_other_hparams(tmp_path):
+  problem = get_problem("algorithmic_copy")
+  out, data = str(tmp_path / "run"), str(tmp_path / "data")
+  hparams = get_hparams(TINY, MICRO)
+  trainer.train_and_evaluate(problem, hparams, out, data, train_steps=2, eval_steps=1,
+                             save_checkpoints_steps=2, flags={"problem": "algorithmic_copy"})
+  assert model_dir.read_model_dir(out) == ("algorithmic_copy", hparams)
+  with pytest.raises(model_dir.ModelDirError, match="other settings.*hidden_size"):
+    trainer.train_and_evaluate(problem, hparams.replace(hidden_size=64), out, data, train_steps=4)
+  # Asking to overwrite starts over.
+  trainer.train_and_evaluate(problem, hparams.replace(hidden_size=64), out, data, train_steps=1,
+                             eval_steps=0, overwrite=True)
+  assert model_dir.read_model_dir(out)[1].hidden_size == 64
+
+
+def test_checkpoint_averaging_is_the_elementwise_mean(tmp_path):
+  problem = get_problem("algorithmic_copy")
+  out, data = str(tmp_path / "run"), str(tmp_path / "data")
+  trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=6,
+                             eval_steps=0, save_checkpoints_steps=2)
+  paths = average.last_checkpoints(out, 3)
+  assert [p.rsplit("-", 1)[1] for p in paths] == ["2", "4", "6"]
+  prefix = average.average_checkpoints(out, str(tmp_path / "avg"), 3)
+  readers = [tf.train.load_checkpoint(p) for p in paths]
+  averaged = tf.train.load_checkpoint(prefix)
+  names = [n for n in averaged.get_variable_to_shape_map() if n.startswith("model/")
+           and n.endswith("VARIABLE_VALUE")]
+  assert len(names) > 10
+  for name in names:
+    expected = np.mean([r.get_tensor(name) for r in readers], axis=0)
+    np.testing.assert_allclose(averaged.get_tensor(name), expected, rtol=1e-6, atol=1e-7)
+  assert not np.allclose(readers[0].get_tensor(names[0]), readers[2].get_tensor(names[0]))
+  # The averaged directory is a model directory the decoder can use.
+  assert tf.train.latest_checkpoint(str(tmp_path / "avg")) == prefix
+  trainer.restore_model(str(tmp_path / "avg"))
+
+
+def test_gradient_accumulation_equals_one_big_batch(tmp_path):
+  hp = get_hparams(TINY, MICRO + ",layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0")
+  rng = np.random.default_rng(0)
+  half = lambda: {"inputs": rng.integers(2, 30, (4, 6)).astype("int32"),
+                  "targets": rng.integers(2, 30, (4, 6)).astype("int32")}
+  a, b = half(), half()
+  full = {k: np.concatenate([a[k], b[k]]) for k in a}
+  big = trainer.Trainer(hp, 32, str(tmp_path / "big"))
+  acc = trainer.Trainer(hp.replace(gradient_accumulation_steps=2), 32, str(tmp_path / "acc"))
+  acc.model.set_weights(big.model.get_weights())
+  big.train_step(full)
+  acc.train_step(a)
+  assert acc.step == 0  # accumulated, not applied
+  acc.train_step(b)
+  assert acc.step == big.step == 1
+  for x, y in zip(big.model.get_weights(), acc.model.get_weights()):
+    np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+
+
+def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
+  problem = get_problem("algorithmic_copy")
+  out, data = str(tmp_path / "run"), str(tmp_path / "data")
+  calls = tf.Variable(0)
+  real_loss = trainer.smoothed_cross_entropy
+
+  def loss_that_turns_nan_at_step_5(logits, targets, label_smoothing):
+    loss_sum, count, nll = real_loss(logits, targets, label_smoothing)
+    calls.assign_add(1)
+    return tf.where(calls >= 5, tf.constant(float("nan")), loss_sum), count, nll
+
+  monkeypatch.setattr(trainer, "smoothed_cross_entropy", loss_that_turns_nan_at_step_5)
+  with pytest.raises(trainer.NonFiniteLossError, match="NaN or infinite") as error:
+    trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=20,
+                               eval_steps=0, save_checkpoints_steps=2, log_every=10)
+  assert "ckpt-4" in str(error.value)
+  assert tf.train.latest_checkpoint(out).endswith("ckpt-4")  # nothing saved after the NaN
+  _, model, _ = trainer.restore_model(out)
+  assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_cli_errors_exit_2_with_suggestions(tmp_path):
+  result = _run(["--problem=algorithmic_revers", f"--output_dir={tmp_path}"])
+  assert result.returncode == 2 and "Did you mean 'algorithmic_reverse'" in result.stderr
+  result = _run(["--problem=algorithmic_reverse", "--hparams=bgi", f"--output_dir={tmp_path}"])
+  assert result.returncode == 2 and "Did you mean 'big'" in result.stderr
+  result = _run(["--problem=algorithmic_reverse", "--hparams=big,hiden_size=3", f"--output_dir={tmp_path}"])
+  assert result.returncode == 2 and "hidden_size" in result.stderr
+  result = _run(["--registry_help"])
+  assert result.returncode == 0
+  assert "translate_ende" in result.stdout and "transformer_big" in result.stdout
+
+
+def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path):
+  out = tmp_path / "run"
+  args = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
+          f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=400",
+          "--save_checkpoints_steps=20", "--eval_steps=0", "--log_every=20"]
+  proc = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+  deadline = time.time() + 240
+  while time.time() < deadline and not (tf.train.latest_checkpoint(str(out)) or "").endswith("-40"):
+    time.sleep(0.2)
+    assert proc.poll() is None, proc.stdout.read()
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  killed_at = int(tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
+  assert 40 <= killed_at < 400
+  trainer.restore_model(str(out))  # loadable after the kill
+  result = _run(args)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "resumed from" in result.stdout and f"at step {killed_at}" in result.stdout
+  assert tf.train.latest_checkpoint(str(out)).endswith("-400")
+
+
+MIRRORED_SCRIPT = textwrap.dedent("""
+    import sys, numpy as np, tensorflow as tf
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    from t2t_lite.hparams import get_hparams
+    from t2t_lite.training import trainer
+    hp = get_hparams("transformer_tiny", sys.argv[1] + ",layer_prepostprocess_dropout=0,"
+                     "attention_dropout=0,relu_dropout=0")
+    rng = np.random.default_rng(0)
+    batches = [{"inputs": rng.integers(2, 30, (8, 7)).astype("int32"),
+                "targets": rng.integers(0, 30, (8, 9)).astype("int32")} for _ in range(3)]
+    for b in batches:
+      b["targets"][:, -2:] = 0  # some padding: the global token count must be used
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    one = trainer.Trainer(hp, 32, sys.argv[2] + "/one")
+    two = trainer.Trainer(hp, 32, sys.argv[2] + "/two", strategy=strategy)
+    two.model.set_weights(one.model.get_weights())
+    dist = iter(strategy.experimental_distribute_dataset(
+        tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]}).unbatch().batch(8)))
+    for b in batches:
+      l1, _ = one.train_step(b)
+      l2, _ = two.train_step(next(dist))
+      print("loss", float(l1), float(l2))
+      assert abs(float(l1) - float(l2)) < 1e-5 * max(1, abs(float(l1))), (float(l1), float(l2))
+    for x, y in zip(one.model.get_weights(), two.model.get_weights()):
+      np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
+    print("replicas", strategy.num_replicas_in_sync, "OK")
+""")
+
+
+def test_mirrored_strategy_equals_one_device(tmp_path):
+  result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, MICRO, str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert "replicas 2 OK" in result.stdout
+
+
+def _free_ports(n):
+  sockets = [socket.socket() for _ in range(n)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_multi_worker_trains_and_chief_writes_checkpoint(tmp_path):
+  ports = _free_ports(2)
+  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+  out = tmp_path / "run"
+  args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
+          f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=4",
+          "--save_checkpoints_steps=2", "--eval_steps=0", "--log_every=1"]
+  procs = []
+  for index in range(2):
+    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    procs.append(subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args], env=env,
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  outputs = []
+  for proc in procs:
+    try:
+      outputs.append(proc.communicate(timeout=300)[0])
+    except subprocess.TimeoutExpired:
+      for p in procs:
+        p.kill()
+      raise
+  assert all(p.returncode == 0 for p in procs), "\n\n".join(outputs)
+  assert tf.train.latest_checkpoint(str(out)).endswith("-4")
+  assert "saved" in outputs[0]
