@@ -20,6 +20,7 @@ import time
 import tensorflow as tf
 
 from t2t_lite.decoding.translate import EOS_ID, make_search_fn, source_limit
+from t2t_lite.training import trainer
 
 
 class TranslationModule(tf.Module):
@@ -27,7 +28,9 @@ class TranslationModule(tf.Module):
 
   def __init__(self, model, tokenizer, decode_hparams, max_position):
     super().__init__()
-    self.model = model
+    # Track the model's variables, not the Keras model: a tracked Keras model would add a
+    # serving signature of its own (teacher-forced, float inputs) to the SavedModel.
+    self.model_variables = trainer.checkpointable(model)
     self.tokenizer = tokenizer
     self.limit = source_limit(decode_hparams, max_position)
     self._search = make_search_fn(model, decode_hparams, max_position)
@@ -65,7 +68,12 @@ def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, ve
   """
   from t2t_lite.decoding.decoder import load_vocab
   from t2t_lite.hparams import DecodeHParams
-  from t2t_lite.training import trainer
+  version = str(version or int(time.time()))
+  if not version.isdigit():
+    raise ValueError(f"export version must be a number (TF Serving's layout), got {version!r}")
+  final = os.path.join(export_dir, version)
+  if os.path.exists(final):
+    raise FileExistsError(f"{final} exists already; pick another --version")
   hparams, model, _ = trainer.restore_model(output_dir, checkpoint_path)
   vocab = load_vocab(output_dir)
   tokenizer = getattr(vocab, "tf_tokenizer", None)
@@ -73,12 +81,6 @@ def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, ve
     raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
                      "(SentencePiece) problems can be exported as text-in/text-out models")
   module = TranslationModule(model, tokenizer, decode_hparams or DecodeHParams(), hparams.max_position)
-  version = str(version or int(time.time()))
-  if not version.isdigit():
-    raise ValueError(f"export version must be a number (TF Serving's layout), got {version!r}")
-  final = os.path.join(export_dir, version)
-  if os.path.exists(final):
-    raise FileExistsError(f"{final} exists already; pick another --version")
   os.makedirs(export_dir, exist_ok=True)
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:

@@ -1,0 +1,103 @@
+"""The decoder command and translator: line order and count, bad input, cached == uncached scores."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from t2t_lite.bin import decoder as decoder_cli
+from t2t_lite.decoding import decoder
+from t2t_lite.decoding.translate import Translator, strip_ids
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.training import trainer
+
+
+def test_output_keeps_line_count_and_order_with_empty_long_and_invalid_lines(tiny_model_dir, tmp_path, capsys):
+  model_dir, _ = tiny_model_dir
+  long_line = " ".join(["A dog runs across the green field ."] * 60)  # > 256 subwords
+  lines = [b"A man is riding a bike .", b"", b"Two women sing .", b"   ",
+           long_line.encode(), b"A caf\xe9 with \xff bad bytes .", b"A dog ."]
+  source = tmp_path / "in.en"
+  source.write_bytes(b"\n".join(lines) + b"\n")
+  out = tmp_path / "out.de"
+  assert decoder_cli.main([f"--output_dir={model_dir}", f"--decode_from_file={source}",
+                           f"--decode_to_file={out}", "--decode_hparams=beam_size=2,batch_size=2"]) == 0
+  err = capsys.readouterr().err
+  outputs = out.read_text(encoding="utf-8").split("\n")[:-1]
+  assert len(outputs) == len(lines)
+  assert outputs[1] == "" and outputs[3] == ""
+  assert all(outputs[i] for i in (0, 2, 4, 5, 6))
+  assert "line 5 has" in err and "translating its first 255" in err
+  assert "line 6 is not valid UTF-8" in err
+  # Order: each line decoded alone gives the same output as in the batch.
+  translator, _ = decoder.load_translator(str(model_dir), DecodeHParams(beam_size=2, batch_size=1))
+  texts = decoder.read_lines(str(source), warn=lambda m: None)
+  for i in (0, 2, 6):
+    assert translator.translate([texts[i]]) == [outputs[i]]
+
+
+def test_stdin_to_stdout_and_return_beams(tiny_model_dir):
+  model_dir, _ = tiny_model_dir
+  result = subprocess.run(
+      [sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={model_dir}",
+       "--decode_hparams=beam_size=3,return_beams=true"],
+      input="A man .\n\nA woman .\n", capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  rows = result.stdout.split("\n")[:-1]
+  assert len(rows) == 3 and rows[1] == ""
+  assert len(rows[0].split("\t")) == 3
+
+
+def _exit_status(argv):
+  """The command's exit status, whether main returns it or raises SystemExit."""
+  try:
+    return decoder_cli.main(argv)
+  except SystemExit as e:
+    return e.code
+
+
+def test_missing_model_dir_pieces_are_clear_errors(tmp_path, tiny_model_dir, capsys):
+  assert _exit_status([f"--output_dir={tmp_path}", "--decode_from_file=x"]) == 2
+  assert "no hparams.json" in capsys.readouterr().err
+  model_dir, _ = tiny_model_dir
+  empty = tmp_path / "no_ckpt"
+  empty.mkdir()
+  (empty / "hparams.json").write_bytes((model_dir / "hparams.json").read_bytes())
+  source = tmp_path / "in.en"
+  source.write_text("A man .\n")
+  assert _exit_status([f"--output_dir={empty}", f"--decode_from_file={source}"]) == 2
+  assert "has no checkpoint" in capsys.readouterr().err
+  assert _exit_status([f"--output_dir={model_dir}", f"--decode_from_file={tmp_path}/missing.en"]) == 2
+  assert "does not exist" in capsys.readouterr().err
+  assert _exit_status([f"--output_dir={model_dir}", "--decode_hparams=beam=3"]) == 2
+  assert "unknown hparam 'beam'" in capsys.readouterr().err
+
+
+def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
+  model_dir, _ = tiny_model_dir
+  hparams, model, _ = trainer.restore_model(str(model_dir))
+  vocab = decoder.load_vocab(str(model_dir))
+  alpha = 0.6
+  translator = Translator(model, vocab, DecodeHParams(beam_size=4, alpha=alpha, extra_length=10))
+  sources = ["A man in a blue shirt .", "Children play outside ."]
+  results = translator.translate_ids([vocab.encode(s) + [1] for s in sources])
+  for source, beams in zip(sources, results):
+    assert len(beams) == 4
+    limit = len(vocab.encode(source)) + 1 + 10  # source length with EOS + extra_length
+    for ids, score in beams:
+      finished = len(ids) < limit  # ended with EOS (stripped); else cut at the limit
+      target = ids + [1] if finished else ids
+      logits = model({"inputs": np.array([vocab.encode(source) + [1]]),
+                      "targets": np.array([target])}, training=False)
+      log_probs = np.asarray(logits, np.float64)
+      log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
+      total = sum(log_probs[0, t, tok] for t, tok in enumerate(target))
+      # Finished hypotheses carry the GNMT length penalty; unfinished ones their raw log-prob.
+      expected = total / ((5.0 + len(target)) / 6.0) ** alpha if finished else total
+      assert score == pytest.approx(expected, abs=2e-3), (ids, score, expected)
+
+
+def test_strip_ids():
+  assert strip_ids([5, 0, 7, 1, 9, 9]) == [5, 7]
+  assert strip_ids([1, 4]) == []
