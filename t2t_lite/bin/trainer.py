@@ -26,6 +26,8 @@ def main(argv=None):
                  help="updates between evaluations (default: --save_checkpoints_steps)")
   p.add_argument("--no_eval_bleu", action="store_true", help="skip the dev BLEU by decoding")
   p.add_argument("--save_checkpoints_steps", type=int, default=1000)
+  p.add_argument("--train_minutes", type=float, default=None,
+                 help="wall-clock budget of this run: stop (saving a checkpoint) after it")
   p.add_argument("--keep_checkpoint_max", type=int, default=20)
   p.add_argument("--log_every", type=int, default=100)
   p.add_argument("--worker_gpu", type=int, default=None,
@@ -56,7 +58,8 @@ def main(argv=None):
         eval_steps=args.eval_steps, save_checkpoints_steps=args.save_checkpoints_steps,
         keep_checkpoint_max=args.keep_checkpoint_max, eval_every=args.eval_every,
         log_every=args.log_every, strategy=strategy, flags=flags,
-        overwrite=args.overwrite_output_dir, eval_bleu=not args.no_eval_bleu)
+        overwrite=args.overwrite_output_dir, eval_bleu=not args.no_eval_bleu,
+        max_train_seconds=args.train_minutes * 60 if args.train_minutes else None)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

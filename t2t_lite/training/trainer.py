@@ -207,7 +207,7 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
                        eval_steps=100, save_checkpoints_steps=1000, keep_checkpoint_max=20,
                        eval_every=None, log_every=100, strategy=None, decode_hparams=None,
                        flags=None, overwrite=False, train_dataset_fn=None, eval_bleu=True,
-                       progress=None):
+                       progress=None, max_train_seconds=None):
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
@@ -224,6 +224,8 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
     train_dataset_fn: `fn(input_context) -> tf.data` overriding the problem's training data.
     eval_bleu: decode `hparams.eval_bleu_examples` dev sentences for real BLEU at each evaluation.
     progress: show a console progress bar (default: when stdout is a terminal).
+    max_train_seconds: stop (with a checkpoint and an evaluation) once this much wall time has
+      passed in this run, even before `train_steps`; rerunning continues.
   Returns:
     A dict with the final step, last training loss and the last evaluation's metrics.
   """
@@ -257,6 +259,7 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
   results = {}
   window_tokens, window_start, loss = 0.0, time.time(), float("nan")
   micro = 0
+  run_start = time.time()
   while trainer.step < train_steps:
     loss_t, tokens_t = trainer.train_step(next(iterator))
     micro += 1
@@ -264,7 +267,11 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
     if micro % accumulation:
       continue
     step = trainer.step
-    if step % log_every == 0 or step == train_steps:
+    out_of_time = bool(max_train_seconds) and time.time() - run_start > max_train_seconds
+    if out_of_time:
+      print(f"time budget of {max_train_seconds:.0f}s used at step {step}; stopping", flush=True)
+    last = step == train_steps or out_of_time
+    if step % log_every == 0 or last:
       trainer.check_finite()
       loss = float(loss_t)
       elapsed = max(time.time() - window_start, 1e-9)
@@ -276,11 +283,11 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
       else:
         print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f}", flush=True)
       window_tokens, window_start = 0.0, time.time()
-    if step % save_checkpoints_steps == 0 or step == train_steps:
+    if step % save_checkpoints_steps == 0 or last:
       path = trainer.save()
       if chief:
         print(f"saved {path}", flush=True)
-    if eval_steps and (step % eval_every == 0 or step == train_steps):
+    if eval_steps and (step % eval_every == 0 or last):
       results = trainer.evaluate(problem.dataset("dev", data_dir, hparams, training=False), eval_steps)
       if eval_bleu and hparams.eval_bleu_examples > 0 and chief:
         dh = decode_hparams or problem.default_decode_hparams().replace(beam_size=1)
@@ -289,5 +296,7 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
       window_start = time.time()
+    if out_of_time:
+      break
   results.update(step=trainer.step, train_loss=loss)
   return results
