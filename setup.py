@@ -14,6 +14,7 @@ ENTRY_POINTS = [
     "t2t-lite-exporter = t2t_lite.bin.exporter:main",
     "t2t-lite-avg-checkpoints = t2t_lite.bin.avg_checkpoints:main",
     "t2t-lite-bleu = t2t_lite.bin.bleu:main",
+    "t2t-lite-attention = t2t_lite.bin.attention:main",
 ]
 
 setup(

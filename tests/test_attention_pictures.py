@@ -69,3 +69,29 @@ def test_wrong_shapes_and_arguments_are_explained(weights, tmp_path):
   with pytest.raises(ValueError, match="word_layer must be in 1..2"):
     save_attention(weights, SOURCE, TARGET, str(tmp_path), word_layer=3)
   assert not os.listdir(tmp_path), "nothing is written when the input is wrong"
+
+
+def test_attention_command_on_a_trained_model(tiny_model_dir, tmp_path):
+  """Every layer and head of all three kinds, for a real model and sentence pair."""
+  from t2t_lite.bin import attention
+  from t2t_lite.decoding.attention_pictures import load_attention
+  from t2t_lite.training import model_dir as model_dir_lib
+  model_dir, _ = tiny_model_dir
+  out = tmp_path / "pictures"
+  assert attention.main([f"--output_dir={model_dir}", "--source=A man rides a horse .",
+                         "--target=Ein Mann reitet ein Pferd .", f"--out_dir={out}", "--word=1"]) == 0
+  hparams = model_dir_lib.read_model_dir(str(model_dir))[1]
+  weights, source_tokens, target_tokens = load_attention(str(out / "attention.npz"))
+  assert source_tokens[-1] == "</s>" and target_tokens[-1] == "</s>"
+  for kind, (rows, cols) in {"encoder_self": (source_tokens, source_tokens),
+                             "decoder_self": (target_tokens, target_tokens),
+                             "encoder_decoder": (target_tokens, source_tokens)}.items():
+    assert len(weights[kind]) == hparams.num_encoder_layers
+    for layer in weights[kind]:
+      assert layer.shape == (hparams.num_heads, len(rows), len(cols))
+      assert abs(layer.sum(-1) - 1).max() < 1e-4  # each query's weights are a distribution
+    for n in range(1, hparams.num_encoder_layers + 1):
+      assert (out / f"{kind}_layer{n}.png").stat().st_size > 1000
+  decoder_self = weights["decoder_self"][0]
+  assert abs(np.triu(decoder_self, k=1)).max() == 0  # causal: no weight on future targets
+  assert list(out.glob("encoder_self_layer*_word1.png"))

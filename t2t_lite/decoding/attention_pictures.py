@@ -210,3 +210,23 @@ def save_attention(weights, source_tokens, target_tokens, out_dir, word=None,
                      f"{word_title}, layer {layer} of {len(layers)}")
   paths.append(_save(figure, os.path.join(out_dir, f"{word_kind}_layer{layer}_word{index}.png")))
   return paths
+
+
+def attention_for_pair(model, vocab, source, target=None, decode_hparams=None):
+  """Teacher-forced attention weights of one sentence pair, with the subword tokens as labels.
+
+  `target` defaults to the model's own translation of `source` (greedy). The EOS appended to both
+  sides is labelled `</s>`. Returns (weights, source_tokens, target_tokens, target_text), weights
+  as `save_attention` takes them.
+  """
+  eos = 1
+  source_ids = list(vocab.encode(source)) + [eos]
+  if target is None:
+    from t2t_lite.decoding.translate import Translator
+    from t2t_lite.hparams import DecodeHParams
+    target = Translator(model, vocab, decode_hparams or DecodeHParams(beam_size=1)).translate([source])[0]
+  target_ids = list(vocab.encode(target)) + [eos]
+  weights = model.attention_weights(np.array([source_ids], np.int32), np.array([target_ids], np.int32))
+  label = lambda ids: [t if i != eos else "</s>" for i, t in zip(ids, vocab.id_to_piece(ids))]
+  return ({kind: [np.asarray(w)[0] for w in layers] for kind, layers in weights.items()},
+          label(source_ids), label(target_ids), target)

@@ -1,0 +1,170 @@
+"""Training throughput: t2t_lite against a keras-hub peer of the same shape, and MFU.
+
+    python scripts/bench_train.py                 # tiny and base, 64x32 and 16x128, + Multi30k
+    python scripts/bench_train.py --shapes tiny --steps 10
+
+Both models get the same optimizer (Adam, the paper's betas), the same label-smoothed loss and
+the same timing loop (a tf.function train step, warm-up steps excluded). The peer is built from
+keras-hub's TransformerEncoder/TransformerDecoder with a tied ReversibleEmbedding and
+SinePositionEncoding: the same parameter count as ours up to biases and LayerNorm placement.
+
+FLOPs per training step = 3 x forward FLOPs (backward = 2 x forward), forward counted as
+2 x multiply-adds of every matmul: projections and FFN per token, attention scores and
+weighted sums (S^2 d per layer for encoder self-attention, T^2 d and T S d for the decoder),
+and the output projection T d V. MFU = model FLOPs/s / this CPU's float32 matmul peak, measured
+in the same run with a TF matmul of 2048x2048.
+Set TF_ENABLE_ONEDNN_OPTS=1 (the default in t2t_lite) for both.
+"""
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from t2t_lite.hparams import get_hparams  # noqa: E402
+from t2t_lite.models.transformer import Transformer  # noqa: E402
+from t2t_lite.training.loss import smoothed_cross_entropy  # noqa: E402
+
+SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
+
+
+def matmul_peak(n=2048, repeats=10):
+  a = tf.random.normal((n, n))
+  b = tf.random.normal((n, n))
+  f = tf.function(lambda: tf.matmul(a, b))
+  f().numpy()
+  start = time.perf_counter()
+  for _ in range(repeats):
+    f().numpy()
+  return 2 * n ** 3 * repeats / (time.perf_counter() - start)
+
+
+def forward_flops(hp, vocab, batch, source_len, target_len):
+  d, ff, B, S, T = hp.hidden_size, hp.filter_size, batch, source_len, target_len
+  enc = hp.num_encoder_layers * (B * S * (4 * d * d + 2 * d * ff) + 2 * B * S * S * d)
+  dec = hp.num_decoder_layers * (B * T * (4 * d * d + 2 * d * d + 2 * d * ff) + B * S * 2 * d * d
+                                 + 2 * B * T * T * d + 2 * B * T * S * d)
+  return 2 * (enc + dec + B * T * d * vocab)
+
+
+class KerasHubPeer(keras.Model):
+  """keras-hub's encoder/decoder layers in the same shape (the peer users would assemble)."""
+
+  def __init__(self, hp, vocab):
+    super().__init__()
+    import keras_hub
+    self.embedding = keras_hub.layers.ReversibleEmbedding(vocab, hp.hidden_size, tie_weights=True)
+    self.position = keras_hub.layers.SinePositionEncoding()
+    kw = dict(intermediate_dim=hp.filter_size, num_heads=hp.num_heads,
+              dropout=hp.layer_prepostprocess_dropout, normalize_first=hp.norm_type == "pre",
+              layer_norm_epsilon=hp.layer_norm_epsilon)
+    self.encoders = [keras_hub.layers.TransformerEncoder(**kw) for _ in range(hp.num_encoder_layers)]
+    self.decoders = [keras_hub.layers.TransformerDecoder(**kw) for _ in range(hp.num_decoder_layers)]
+    self.scale = hp.hidden_size ** 0.5
+
+  def embed(self, ids):
+    x = self.embedding(ids) * self.scale
+    return x + self.position(x)
+
+  def call(self, inputs, training=False):
+    source, target = inputs["inputs"], inputs["targets"]
+    decoder_input = tf.pad(target[:, :-1], [[0, 0], [1, 0]])
+    x = self.embed(source)
+    source_mask = source != 0
+    for layer in self.encoders:
+      x = layer(x, padding_mask=source_mask, training=training)
+    y = self.embed(decoder_input)
+    for layer in self.decoders:
+      y = layer(y, x, encoder_padding_mask=source_mask, use_causal_mask=True, training=training)
+    return self.embedding(y, reverse=True)
+
+
+def make_step(model, hp):
+  optimizer = keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+
+  @tf.function
+  def step(batch):
+    with tf.GradientTape() as tape:
+      logits = model(batch, training=True)
+      loss_sum, count, _ = smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)
+      loss = loss_sum / count
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+  return step
+
+
+def time_steps(step, batches, warmup, steps):
+  for i in range(warmup):
+    step(batches[i % len(batches)]).numpy()
+  tokens = 0
+  start = time.perf_counter()
+  for i in range(steps):
+    batch = batches[i % len(batches)]
+    step(batch).numpy()
+    tokens += int(np.sum(batch["targets"] != 0))
+  return tokens / (time.perf_counter() - start), (time.perf_counter() - start) / steps
+
+
+def random_batches(vocab, batch, length, count=4, seed=0):
+  rng = np.random.default_rng(seed)
+  return [{"inputs": rng.integers(2, vocab, (batch, length)).astype("int32"),
+           "targets": rng.integers(2, vocab, (batch, length)).astype("int32")} for _ in range(count)]
+
+
+def multi30k_batches(hp, count=8):
+  from t2t_lite.problems import get_problem
+  here = os.path.dirname(os.path.abspath(__file__))
+  raw = os.path.join(here, "..", "..", "shared", "data", "multi30k")
+  problem = get_problem("translate_ende_multi30k", raw_data_dir=raw)
+  data = problem.dataset("train", os.path.join(here, "..", "t2t_data"), hp, training=True)
+  return [{k: v.numpy() for k, v in b.items()} for b, _ in zip(data, range(count))]
+
+
+def main():
+  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  parser.add_argument("--shapes", default="tiny,base")
+  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--warmup", type=int, default=3)
+  parser.add_argument("--no_peer", action="store_true")
+  args = parser.parse_args()
+  peak = matmul_peak()
+  print(f"float32 matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
+        f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")
+  print("| shape | batch | model | target tok/s | s/step | MFU | ratio vs keras-hub |")
+  print("|---|---|---|---|---|---|---|")
+  for shape in args.shapes.split(","):
+    set_name, vocab = SHAPES[shape]
+    hp = get_hparams(set_name)
+    workloads = [(f"{b}x{l}", random_batches(vocab, b, l)) for b, l in ((64, 32), (16, 128))]
+    if shape == "tiny":
+      workloads.append(("Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))))
+    for label, batches in workloads:
+      vocab_here = vocab if "x" in label else 8000
+      flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
+                                         b["targets"].shape[1]) for b in batches])
+      results = {}
+      models = {"t2t_lite": lambda: Transformer.from_hparams(hp, vocab_here)}
+      if not args.no_peer:
+        models["keras-hub"] = lambda: KerasHubPeer(hp, vocab_here)
+      for name, build in models.items():
+        keras.utils.set_random_seed(0)
+        model = build()
+        model(batches[0])
+        tok_s, s_step = time_steps(make_step(model, hp), batches, args.warmup, args.steps)
+        results[name] = tok_s
+        ratio = f"{tok_s / results['keras-hub']:.2f}" if "keras-hub" in results and name != "keras-hub" else "-"
+        print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} | {ratio} |",
+              flush=True)
+      if "keras-hub" in results:
+        print(f"| {shape} | {label} | t2t_lite / keras-hub | {results['t2t_lite'] / results['keras-hub']:.2f}x | | | |")
+
+
+if __name__ == "__main__":
+  main()
