@@ -1,6 +1,5 @@
 """The token-budget pipeline: budgets hold, padding is low, eval keeps all, sharding, datagen."""
 
-import pathlib
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -10,15 +9,6 @@ from t2t_lite.data import datagen, pipeline, text_files
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import get_problem
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data():
-  """The real corpora beside the repository (/work/shared/data); tests that need them skip without."""
-  if not SHARED_DATA.is_dir():
-    pytest.skip(f"real corpora not found at {SHARED_DATA}")
-  return SHARED_DATA
 
 HP = HParams(batch_size=2048, max_length=64, seed=5)
 

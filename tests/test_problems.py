@@ -1,6 +1,5 @@
 """Problems: registry names, `_rev`, local files (and their bad input), usr_dir, algorithmic."""
 
-import pathlib
 import logging
 import os
 
@@ -11,15 +10,6 @@ from t2t_lite.data.text_files import DataError
 from t2t_lite.hparams import DecodeHParams, HParams
 from t2t_lite.problems import get_problem, import_usr_dir
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data():
-  """The real corpora beside the repository (/work/shared/data); tests that need them skip without."""
-  if not SHARED_DATA.is_dir():
-    pytest.skip(f"real corpora not found at {SHARED_DATA}")
-  return SHARED_DATA
 
 HP = HParams(batch_size=1024, max_length=64)
 

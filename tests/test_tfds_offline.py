@@ -9,7 +9,6 @@ the newstest2013 (validation) and newstest2014 (test, SGML) subsets then runs TF
 `translate_ende` reads `wmt14_translate/de-en`.
 """
 
-import pathlib
 import json
 import os
 
@@ -24,15 +23,6 @@ tfds = pytest.importorskip("tensorflow_datasets")
 from tensorflow_datasets.core.download import resource  # noqa: E402
 from tensorflow_datasets.translate import wmt  # noqa: E402
 
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data():
-  """The real corpora beside the repository (/work/shared/data); tests that need them skip without."""
-  if not SHARED_DATA.is_dir():
-    pytest.skip(f"real corpora not found at {SHARED_DATA}")
-  return SHARED_DATA
 
 DEV_URL = "http://data.statmt.org/wmt19/translation-task/dev.tgz"
 NEWSTEST_FILES = ("newstest2013.en", "newstest2013.de", "newstest2014-deen-src.de.sgm",

@@ -1,6 +1,5 @@
 """The shared subword vocabulary: exact round trip, T2T ids, determinism, caching, SavedModel."""
 
-import pathlib
 import logging
 import os
 
@@ -10,16 +9,6 @@ import tensorflow as tf
 from t2t_lite.data import vocab as vocab_lib
 from t2t_lite.problems import get_problem
 
-
-SHARED_DATA = pathlib.Path(__file__).resolve().parents[2] / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def shared_data():
-  """The real corpora beside the repository (/work/shared/data); tests that need them skip without."""
-  if not SHARED_DATA.is_dir():
-    pytest.skip(f"real corpora not found at {SHARED_DATA}")
-  return SHARED_DATA
 
 def multi30k_data_dir(tmp_path_factory, shared_data):
   """A data_dir shared by the test modules: the Multi30k vocabulary (8000) is built once."""
