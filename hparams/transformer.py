@@ -102,3 +102,32 @@ TABLE3_ROWS = {
 
 for _name, (_changes, _) in TABLE3_ROWS.items():
   register(_row(**_changes), name=_name)
+
+
+# Constituency parsing (paper section 6.3): targets are linearized trees, about 2.5 tokens per
+# word (62 on average, 573 at most in the WSJ sample); max_length 512 as in T2T's parsing sets.
+# Dev BLEU of linearized trees says little; t2t-lite-parse-eval gives F1 after decoding.
+@register(aliases=("parsing_big",))
+def transformer_parsing_big():
+  """The paper's WSJ-only parser: 4 layers, d 1024, h 16, d_ff 4096; 91.3 F1 on section 23.
+
+  Dropout .2/.2 and warmup 16000 as T2T's WSJ-only `transformer_parsing_base` (T2T's own
+  `transformer_parsing_big` is its semi-supervised setting, dropout .1). Decode with the
+  problem's defaults: beam 21, alpha 0.3, input length + 300.
+  """
+  return transformer_big().replace(
+      num_encoder_layers=4, num_decoder_layers=4, layer_prepostprocess_dropout=0.2,
+      attention_dropout=0.2, learning_rate_warmup_steps=16000, max_length=512,
+      eval_bleu_examples=0)
+
+
+@register(aliases=("parsing_cpu",))
+def transformer_parsing_cpu():
+  """Parsing on a 2-core CPU in an hour (the NLTK WSJ sample: 3,396 trees): d 256, 3+3 layers.
+
+  The transformer_multi30k sizes and schedule, with the parsing sets' max_length 512 and their
+  dropout .2/.2 (a small treebank overfits quickly).
+  """
+  return transformer_multi30k().replace(
+      max_length=512, layer_prepostprocess_dropout=0.2, attention_dropout=0.2,
+      eval_bleu_examples=0)

@@ -206,8 +206,9 @@ def reservoir_sample(lines, size, seed=DEFAULT_SEED):
   return [line for _, line in sorted(reservoir)]
 
 
-def _train(sample_path, model_prefix, vocab_size):
+def _train(sample_path, model_prefix, vocab_size, user_defined_symbols=()):
   spm.SentencePieceTrainer.train(
+      user_defined_symbols=list(user_defined_symbols),
       input=sample_path, model_prefix=model_prefix, vocab_size=vocab_size, model_type="bpe",
       normalization_rule_name="identity", remove_extra_whitespaces=False, byte_fallback=True,
       pad_id=PAD_ID, eos_id=EOS_ID, unk_id=UNK_ID, bos_id=-1,
@@ -215,12 +216,15 @@ def _train(sample_path, model_prefix, vocab_size):
 
 
 def build_subword_vocab(lines, model_path, vocab_size,
-                        input_sentence_size=DEFAULT_INPUT_SENTENCE_SIZE, seed=DEFAULT_SEED):
+                        input_sentence_size=DEFAULT_INPUT_SENTENCE_SIZE, seed=DEFAULT_SEED,
+                        user_defined_symbols=()):
   """Trains a BPE vocabulary on `lines` (an iterable of str) and writes it to `model_path`.
 
   At most `input_sentence_size` lines (a seeded reservoir sample) are kept. If the text is too
   small for `vocab_size`, the size is lowered to what sentencepiece allows, with a warning.
   Writes `model_path` (and sentencepiece's `.vocab` listing beside it) atomically.
+  `user_defined_symbols` are always whole pieces (a leading "\u2581" makes the piece include
+  the space before it: "\u2581(NP" is one piece of " (NP").
 
   Example:
       >>> vocab = build_subword_vocab(["a small corpus", ...], "vocab.my_problem.8000.model", 8000)
@@ -239,7 +243,7 @@ def build_subword_vocab(lines, model_path, vocab_size,
     spm.set_random_generator_seed(seed)
     prefix = os.path.join(tmp, "spm")
     try:
-      _train(sample_path, prefix, vocab_size)
+      _train(sample_path, prefix, vocab_size, user_defined_symbols)
     except RuntimeError as e:
       limit = re.search(r"Vocabulary size too high \(\d+\)\. Please set it to a value <= (\d+)",
                         str(e))
@@ -247,7 +251,7 @@ def build_subword_vocab(lines, model_path, vocab_size,
         raise
       logger.warning("corpus too small for a vocabulary of %d; building %s with %s pieces instead",
                      vocab_size, model_path, limit.group(1))
-      _train(sample_path, prefix, int(limit.group(1)))
+      _train(sample_path, prefix, int(limit.group(1)), user_defined_symbols)
     os.replace(prefix + ".vocab", os.path.splitext(model_path)[0] + ".vocab")
     with open(prefix + ".model", "rb") as f:
       proto = _without_temporary_paths(f.read())
@@ -268,7 +272,8 @@ def _without_temporary_paths(model_proto):
 
 
 def get_or_build_subword_vocab(model_path, lines_fn, vocab_size, corpus="",
-                               input_sentence_size=DEFAULT_INPUT_SENTENCE_SIZE, seed=DEFAULT_SEED):
+                               input_sentence_size=DEFAULT_INPUT_SENTENCE_SIZE, seed=DEFAULT_SEED,
+                               user_defined_symbols=()):
   """Loads `model_path` if present; otherwise builds it from `lines_fn()` and caches it.
 
   `corpus` describes the text it is built from; it is stored beside the model (`.json`) and a
@@ -285,7 +290,8 @@ def get_or_build_subword_vocab(model_path, lines_fn, vocab_size, corpus="",
                        model_path, built_from, corpus)
     return vocab
   logger.info("building vocabulary %s (%d pieces) from %s", model_path, vocab_size, corpus)
-  vocab = build_subword_vocab(lines_fn(), model_path, vocab_size, input_sentence_size, seed)
+  vocab = build_subword_vocab(lines_fn(), model_path, vocab_size, input_sentence_size, seed,
+                              user_defined_symbols)
   with open(meta_path, "w", encoding="utf-8") as f:
     json.dump({"corpus": corpus, "requested_vocab_size": vocab_size,
                "vocab_size": vocab.vocab_size, "seed": seed,

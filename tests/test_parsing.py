@@ -1,0 +1,352 @@
+"""Constituency parsing (paper section 6.3): treebank reading, linearization, repair, EVALB,
+the baseline, the problem `parsing_english_ptb16k` and its vocabulary, t2t-lite-parse-eval.
+
+Pure Python except the problem/vocabulary tests (tf.data, sentencepiece); no model is trained.
+"""
+
+import random
+
+import pytest
+
+from t2t_lite.parsing import baseline, evalb, linearize, treebank
+from t2t_lite.parsing.trees import Tree, TreeFormatError, clean_tree, read_trees, strip_label
+
+SAMPLE_TRAIN_TREES, SAMPLE_DEV_TREES = 3396, 273
+
+FIRST_TREE_WORDS = ("Pierre Vinken , 61 years old , will join the board as a nonexecutive "
+                    "director Nov. 29 .")
+# wsj_0001.mrg, tree 1, linearized by hand: (S (NP-SBJ (NP Pierre Vinken) , (ADJP (NP 61 years)
+# old) ,) (VP will (VP join (NP the board) (PP-CLR as (NP a nonexecutive director))
+# (NP-TMP Nov. 29))) .)
+FIRST_TREE_LINEARIZED = ("(S (NP (NP XX XX ) XX (ADJP (NP XX XX ) XX ) XX ) (VP XX (VP XX "
+                         "(NP XX XX ) (PP XX (NP XX XX XX ) ) (NP XX XX ) ) ) XX )")
+
+
+def tree(text):
+  [parsed] = read_trees(text)
+  return parsed
+
+
+@pytest.fixture(scope="module")
+def ptb(shared_data):
+  return str(shared_data / "ptb_sample")
+
+
+@pytest.fixture(scope="module")
+def sample_trees(ptb):
+  return {split: treebank.read_split(ptb, split) for split in ("train", "dev", "test")}
+
+
+# --- Reading and cleanup. ------------------------------------------------------------------------
+
+def test_sample_splits_keep_every_tree(ptb, sample_trees):
+  files = treebank.layout(ptb)
+  assert [len(files[s]) for s in ("train", "dev", "test")] == [159, 20, 20]
+  assert files["train"][-1].endswith("wsj_0159.mrg") and files["dev"][0].endswith("wsj_0160.mrg")
+  assert len(sample_trees["train"]) == SAMPLE_TRAIN_TREES
+  assert len(sample_trees["dev"]) == SAMPLE_DEV_TREES
+  assert sample_trees["test"] == sample_trees["dev"]       # the sample has no test set
+  every = sample_trees["train"] + sample_trees["dev"]
+  assert len(every) == 3669
+  labels = {node.label for t in every for node in _nodes(t)}
+  assert not any(("-" in label or "=" in label) and not label.startswith("-")
+                 for label in labels)                                # NP-SBJ-1 -> NP
+  assert "-NONE-" not in labels and "" not in labels                   # no empties, no wrapper
+  assert {"-LRB-", "-RRB-"} <= labels                                  # tags starting with '-'
+
+
+def _nodes(node):
+  yield node
+  for child in node.children:
+    if isinstance(child, Tree):
+      yield from _nodes(child)
+
+
+def test_first_sample_tree_linearized_as_worked_by_hand(sample_trees):
+  first = sample_trees["train"][0]
+  assert linearize.text_pair(first) == (FIRST_TREE_WORDS, FIRST_TREE_LINEARIZED)
+
+
+def test_cleanup_removes_empties_function_tags_and_the_wrapper():
+  raw = tree("( (S (NP-SBJ-1 (-NONE- *) ) (VP (VBD said) (SBAR (-NONE- 0) (S (-NONE- *T*-2) )) "
+             "(PP-LOC=2 (IN in) (NP (-LRB- -LRB-) (NN Tokyo) (-RRB- -RRB-)))) (. .)) )")
+  assert str(clean_tree(raw)) == ("(S (VP (VBD said) (PP (IN in) (NP (-LRB- -LRB-) (NN Tokyo) "
+                                  "(-RRB- -RRB-)))) (. .))")
+  assert clean_tree(tree("( (S (NP (-NONE- *))))")) is None
+  assert [strip_label(x) for x in ("NP-SBJ-1", "PP-LOC=2", "ADVP|PRT", "-NONE-", "-LRB-")] == \
+      ["NP", "PP", "ADVP", "-NONE-", "-LRB-"]
+
+
+@pytest.mark.parametrize("text, where, what", [
+    ("( (S (NP (DT a)) )\n  (VP (VBZ b)) ))\n", ":2:17", "unmatched ')'"),
+    ("( (S\n (NP (DT a)\n (VP (VBZ b)) )\n", ":1:3", "'(' is never closed"),  # (S: innermost
+    ("stray ( (S (NN a)))", ":1:1", "word 'stray' outside any bracket"),
+    ("( (S (NN a b)))", ":1:12", "a second word 'b'"),
+    ("( (S (NP) (NN a)))", ":1:6", "bracket (NP) has no children"),
+    ("( (S () (NN a)))", ":1:6", "empty bracket"),
+])
+def test_malformed_file_error_names_file_line_and_column(tmp_path, text, where, what):
+  path = tmp_path / "wsj_0001.mrg"
+  path.write_text(text)
+  with pytest.raises(TreeFormatError) as error:
+    treebank.read_split(str(tmp_path), "train")
+  assert str(error.value).startswith(f"{path}{where}: ") and what in str(error.value)
+
+
+def test_missing_or_empty_treebank_folder_says_what_is_expected(tmp_path):
+  with pytest.raises(treebank.TreebankError, match="wsj_NNNN.mrg"):
+    treebank.read_split(str(tmp_path), "train")           # empty folder
+  (tmp_path / "notes.txt").write_text("no trees here")
+  with pytest.raises(treebank.TreebankError, match=r"no wsj_NNNN\.mrg file in .*section folders"):
+    treebank.read_split(str(tmp_path), "dev")
+  with pytest.raises(treebank.TreebankError, match="does not exist"):
+    treebank.layout(str(tmp_path / "missing"))
+
+
+def test_full_treebank_layouts_use_sections_02_21_22_23(tmp_path):
+  one = "( (S (NN x)) )\n"
+  for section in ("00", "02", "21", "22", "23", "24"):
+    folder = tmp_path / "parsed" / "mrg" / "wsj" / section
+    folder.mkdir(parents=True)
+    (folder / f"wsj_{section}01.mrg").write_text(one)
+  files = treebank.layout(str(tmp_path))
+  names = {split: [p.rsplit("/", 1)[1] for p in paths] for split, paths in files.items()}
+  assert names == {"train": ["wsj_0201.mrg", "wsj_2101.mrg"], "dev": ["wsj_2201.mrg"],
+                   "test": ["wsj_2301.mrg"]}
+  flat = tmp_path / "flat"
+  flat.mkdir()
+  for name in ("wsj_0001.mrg", "wsj_0201.mrg", "wsj_2201.mrg", "wsj_2301.mrg"):
+    (flat / name).write_text(one)
+  assert [len(treebank.read_split(str(flat), s)) for s in ("train", "dev", "test")] == [1, 1, 1]
+
+
+# --- Linearization and repair. -------------------------------------------------------------------
+
+def test_every_sample_tree_round_trips(sample_trees):
+  for gold in sample_trees["train"] + sample_trees["dev"]:
+    words, target = linearize.text_pair(gold)
+    result = linearize.tree_from_linearized(target, words)
+    assert result.repairs == ()
+    assert str(result.tree) == str(_with_tags(gold, "XX"))
+    assert linearize.linearize(result.tree) == target
+
+
+def _with_tags(node, tag):
+  if node.is_preterminal:
+    return Tree(tag, node.children)
+  return Tree(node.label, [_with_tags(child, tag) for child in node.children])
+
+
+@pytest.mark.parametrize("decoded, expected, repairs", [
+    ("(S (NP XX XX ) (VP XX ) )", "(S (NP a b) (VP c))", ()),
+    ("(S (NP XX XX )NP (VP XX )VP )S", "(S (NP a b) (VP c))", ()),     # Vinyals' labelled ')'
+    ("(S (NP XX XX ) ) ) (VP XX ) )", "(S (NP a b) (VP c))", ("unmatched", "top-level")),
+    ("(S (NP XX XX ) (VP XX", "(S (NP a b) (VP c))", ("unclosed",)),
+    ("(S (NP XX XX ) (VP XX XX ) )", "(S (NP a b) (VP c))", ("extra leaves",)),
+    ("(S (NP XX XX ) (VP XX ) (PP XX ) )", "(S (NP a b) (VP c))",
+     ("extra leaves", "empty constituent")),
+    ("(S (NP XX ) )", "(S (NP a) b c)", ("missing leaves",)),
+    ("XX (S (NP XX ) ) XX", "(S a (NP b) c)", ("top-level",)),
+    ("XX XX", "(S a b c)", ("no constituent", "missing leaves")),
+    ("", "(S a b c)", ("no constituent", "missing leaves")),
+    ("(S (NP ) XX XX XX )", "(S a b c)", ("empty constituent",)),
+    ("( XX XX XX )", "(X a b c)", ("unlabelled bracket",)),
+])
+def test_decoded_sequences_are_repaired_by_the_documented_rules(decoded, expected, repairs):
+  result = linearize.tree_from_linearized(decoded, ["a", "b", "c"], pos_placeholder="T")
+  for word in "abc":                                  # expected is written without the tags
+    expected = expected.replace(f" {word}", f" (T {word})")
+  assert str(result.tree) == expected
+  assert result.repairs == repairs and result.repaired == bool(repairs)
+
+
+def test_any_token_sequence_gives_one_tree_over_exactly_the_input_words():
+  rng = random.Random(0)
+  vocabulary = ["(S", "(NP", "(VP", ")", ")", "XX", "XX", "XX", "(", ")PP", "junk"]
+  for _ in range(500):
+    words = [f"w{i}" for i in range(rng.randint(1, 12))]
+    decoded = " ".join(rng.choice(vocabulary) for _ in range(rng.randint(0, 30)))
+    result = linearize.tree_from_linearized(decoded, words)
+    assert result.tree.leaves() == words, decoded
+    assert all(tag == "XX" for tag, _ in result.tree.pos())
+    assert all(node.children for node in _nodes(result.tree))        # no empty constituent
+    read_trees(str(result.tree))                                      # well formed
+
+
+# --- EVALB. --------------------------------------------------------------------------------------
+
+GOLD = "(S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat)))) (. .))"
+
+
+def scores(gold, test):
+  result = evalb.evaluate([tree(gold)], [tree(test)])
+  s = result.all
+  return s.matched, s.gold_brackets, s.test_brackets, round(s.precision, 4), round(s.recall, 4), \
+      round(s.f1, 4)
+
+
+def test_evalb_identical_trees_score_100():
+  assert scores(GOLD, GOLD) == (5, 5, 5, 100.0, 100.0, 100.0)
+  collapsed = linearize.tree_from_linearized(linearize.linearize(tree(GOLD)),
+                                             tree(GOLD).leaves()).tree
+  assert evalb.evaluate([tree(GOLD)], [collapsed]).f1 == 100.0   # XX tags: gold tags decide
+
+
+def test_evalb_one_wrong_bracket_by_hand():
+  # An extra NP over the PP (spans in words, the period deleted):
+  # Gold: S[0,6) NP[0,2) VP[2,6) PP[3,6) NP[4,6) -> 5 brackets.
+  # Test: S[0,6) NP[0,2) VP[2,6) PP[3,6) NP[3,6) NP[4,6): one extra bracket NP[3,6).
+  # P = 5/6, R = 5/5, F1 = 2 * 5/6 * 1 / (5/6 + 1) = 10/11.
+  test = ("(S (NP (DT The) (NN cat)) (VP (VBD sat) (NP (PP (IN on) (NP (DT the) (NN mat))))) "
+          "(. .))")
+  assert scores(GOLD, test) == (5, 5, 6, round(500 / 6, 4), 100.0, round(1000 / 11, 4))
+  # A mislabeled bracket: VP -> ADJP. P = R = 4/5, F1 = 80.
+  relabeled = GOLD.replace("(VP", "(ADJP")
+  assert scores(GOLD, relabeled) == (4, 5, 5, 80.0, 80.0, 80.0)
+
+
+def test_evalb_ignores_punctuation_and_the_root_wrapper():
+  # The period attached inside the VP instead of under S: same spans once '.' is deleted.
+  moved = ("(S (NP (DT The) (NN cat)) (VP (VBD sat) (PP (IN on) (NP (DT the) (NN mat))) (. .)))")
+  assert scores(GOLD, moved) == (5, 5, 5, 100.0, 100.0, 100.0)
+  # A bracket over punctuation only is empty after deletion, so it is not counted.
+  extra = GOLD.replace("(. .)", "(PRN (. .))")
+  assert scores(GOLD, extra) == (5, 5, 5, 100.0, 100.0, 100.0)
+  # A TOP or unlabeled wrapper is not a bracket; the S under it is.
+  assert scores(GOLD, f"(TOP {GOLD})") == (5, 5, 5, 100.0, 100.0, 100.0)
+  assert scores(f"( {GOLD})", GOLD) == (5, 5, 5, 100.0, 100.0, 100.0)
+  # Punctuation is decided by the GOLD tags: a test tree tagging '.' as XX changes nothing.
+  assert scores(GOLD, GOLD.replace("(. .)", "(XX .)")) == (5, 5, 5, 100.0, 100.0, 100.0)
+  # ... and a gold comma inside a constituent makes no span difference either.
+  gold = "(S (NP (NNP Vinken) (, ,) (NNP Jr.)) (VP (VBZ is)) (. .))"
+  test = "(S (NP (NNP Vinken)) (, ,) (NP (NNP Jr.)) (VP (VBZ is)) (. .))"
+  # gold S[0,3) NP[0,2) VP[2,3); test S[0,3) NP[0,1) NP[1,2) VP[2,3): 2 matched.
+  assert scores(gold, test) == (2, 3, 4, 50.0, round(200 / 3, 4), round(400 / 7, 4))
+
+
+def test_evalb_counts_duplicate_spans_with_multiplicity():
+  gold = "(S (NP (NP (NNP Vinken))) (VP (VBZ is)))"          # NP[0,1) twice
+  single = "(S (NP (NNP Vinken)) (VP (VBZ is)))"
+  triple = "(S (NP (NP (NP (NNP Vinken)))) (VP (VBZ is)))"
+  assert scores(gold, gold) == (4, 4, 4, 100.0, 100.0, 100.0)
+  assert scores(gold, single) == (3, 4, 3, 100.0, 75.0, round(600 / 7, 4))
+  assert scores(gold, triple) == (4, 4, 5, 80.0, 100.0, round(800 / 9, 4))
+
+
+def test_evalb_advp_equals_prt_and_mismatched_words_are_skipped():
+  gold = "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))))"
+  assert scores(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4, 100.0, 100.0, 100.0)
+  result = evalb.evaluate([tree(gold), tree(GOLD)], [tree(gold.replace("up", "in")), tree(GOLD)])
+  assert (result.all.sentences, result.all.error_sentences, result.all.matched) == (2, 1, 5)
+  with pytest.raises(ValueError, match="1 test trees for 2 gold trees"):
+    evalb.evaluate([tree(gold), tree(GOLD)], [tree(gold)])
+
+
+def test_evalb_short_sentences_table():
+  long_tree = "(S " + " ".join(f"(NN w{i})" for i in range(41)) + ")"
+  result = evalb.evaluate([tree(GOLD), tree(long_tree)], [tree(GOLD), tree(long_tree)])
+  assert (result.all.sentences, result.short.sentences) == (2, 1)
+  assert (result.all.gold_brackets, result.short.gold_brackets) == (6, 5)
+
+
+def test_evaluate_linearized_repairs_and_counts(sample_trees):
+  gold = sample_trees["dev"][:3]
+  lines = [linearize.linearize(t) for t in gold]
+  lines[1] = lines[1] + " )"                        # one unmatched bracket
+  result = evalb.evaluate_linearized(lines, gold)
+  assert result.evalb.f1 == 100.0 and result.repaired == 1 and result.repairs == {"unmatched": 1}
+  assert "trees repaired: 1 of 3 (unmatched 1)" in str(result)
+  with pytest.raises(ValueError, match="2 decoded lines for 3 gold trees"):
+    evalb.evaluate_linearized(lines[:2], gold)
+
+
+# --- Baseline. -----------------------------------------------------------------------------------
+
+def test_right_branching_baseline_shape_and_dev_f1(sample_trees):
+  tagged = [("DT", "The"), ("NN", "cat"), ("VBD", "sat"), ("IN", "on"), ("NN", "mats"), (".", ".")]
+  assert str(baseline.right_branching(tagged)) == (
+      "(S (DT The) (NP (NN cat) (VP (VBD sat) (PP (IN on) (NN mats)))) (. .))")
+  assert str(baseline.right_branching(tagged, "np")) == (
+      "(S (DT The) (NP (NN cat) (NP (VBD sat) (NP (IN on) (NN mats)))) (. .))")
+  assert str(baseline.right_branching([("NN", "Hi")])) == "(S (NN Hi))"
+  dev = sample_trees["dev"]
+  f1 = {labeling: evalb.evaluate(dev, [baseline.right_branching(t.pos(), labeling)
+                                       for t in dev]).f1 for labeling in baseline.LABELINGS}
+  assert (round(f1["np"], 2), round(f1["pos"], 2)) == (12.48, 29.05)
+
+
+# --- The command. --------------------------------------------------------------------------------
+
+def test_parse_eval_command(ptb, sample_trees, tmp_path, capsys):
+  from t2t_lite.bin import parse_eval
+  words, decoded = tmp_path / "dev.words", tmp_path / "dev.trees"
+  assert parse_eval.main([f"--gold_dir={ptb}", "--split=dev", f"--write_inputs={words}"]) == 0
+  lines = words.read_text().splitlines()
+  assert len(lines) == SAMPLE_DEV_TREES and lines[0] == " ".join(sample_trees["dev"][0].leaves())
+  decoded.write_text("".join(linearize.linearize(t) + "\tbeam 2\n" for t in sample_trees["dev"]))
+  assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 0
+  out = capsys.readouterr().out
+  assert "P 100.00 R 100.00 F1 100.00" in out and "trees repaired: 0 of 273" in out
+  decoded.write_text("(S XX )\n")
+  assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 2
+  assert "1 decoded lines for 273 gold trees" in capsys.readouterr().err
+
+
+# --- The problem, its vocabulary and hparams. -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def problem(ptb):
+  from t2t_lite.problems import get_problem
+  return get_problem("parsing_english_ptb16k", raw_data_dir=ptb, approx_vocab_size=1000)
+
+
+@pytest.fixture(scope="module")
+def small_vocab(problem, tmp_path_factory):
+  return problem.get_vocab(str(tmp_path_factory.mktemp("parsing_vocab")))
+
+
+def test_problem_text_pairs_and_dataset(problem):
+  from t2t_lite.problems import get_problem
+  assert problem.name == "parsing_english_ptb16k"
+  train, dev = problem.text_pairs("train"), problem.text_pairs("dev")
+  assert (len(train), len(dev), len(problem.text_pairs("test"))) == (3396, 273, 273)
+  assert train[0] == (FIRST_TREE_WORDS, FIRST_TREE_LINEARIZED)
+  first = next(iter(problem.text_dataset("dev", None)))
+  assert (first["inputs"].numpy().decode(), first["targets"].numpy().decode()) == dev[0]
+  assert get_problem("parsing_english_ptb16k", raw_data_dir=problem.raw_data_dir).vocab_size() \
+      == 4000                                      # 81,793 train words / 20, in thousands
+  with pytest.raises(treebank.TreebankError, match="raw_data_dir"):
+    get_problem("parsing_english_ptb16k").text_pairs("dev")
+
+
+def test_default_decode_hparams_are_the_papers(problem, small_vocab):
+  from t2t_lite.hparams import DecodeHParams, get_hparams
+  assert problem.default_decode_hparams() == DecodeHParams(beam_size=21, alpha=0.3,
+                                                           extra_length=300)
+  longest_dev_input = max(len(small_vocab.encode(s)) for s, _ in problem.text_pairs("dev"))
+  for name in ("transformer_parsing_big", "transformer_parsing_cpu"):
+    hparams = get_hparams(name)
+    assert longest_dev_input + 300 <= hparams.max_position
+    assert hparams.max_length == 512
+  big = get_hparams("transformer_parsing_big")
+  assert (big.num_encoder_layers, big.num_decoder_layers, big.hidden_size, big.num_heads,
+          big.filter_size, big.layer_prepostprocess_dropout, big.attention_dropout) == \
+      (4, 4, 1024, 16, 4096, 0.2, 0.2)
+  cpu = get_hparams("parsing_cpu")
+  assert (cpu.hidden_size, cpu.num_encoder_layers, cpu.num_decoder_layers) == (256, 3, 3)
+
+
+def test_vocabulary_keeps_tree_tokens_whole_and_round_trips(problem, small_vocab):
+  import tensorflow as tf
+  assert small_vocab.vocab_size == 1000
+  pairs = problem.text_pairs("train") + problem.text_pairs("dev")
+  for source, target in pairs:
+    ids = small_vocab.encode(target)
+    assert len(ids) == len(target.split())       # one piece per tree token
+    assert small_vocab.decode(ids) == target
+    assert small_vocab.decode(small_vocab.encode(source)) == source
+  assert small_vocab.id_to_piece(small_vocab.encode("(SBARQ (WHADJP XX ) )")) == \
+      ["\u2581(SBARQ", "\u2581(WHADJP", "\u2581XX", "\u2581)", "\u2581)"]
+  lines = [pairs[0][1], pairs[0][0], pairs[-1][1]]
+  in_graph = small_vocab.tokenize(tf.constant(lines)).to_list()
+  assert in_graph == [small_vocab.encode(line) for line in lines]
