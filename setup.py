@@ -15,6 +15,7 @@ ENTRY_POINTS = [
     "t2t-lite-avg-checkpoints = t2t_lite.bin.avg_checkpoints:main",
     "t2t-lite-bleu = t2t_lite.bin.bleu:main",
     "t2t-lite-attention = t2t_lite.bin.attention:main",
+    "t2t-lite-parse-eval = t2t_lite.bin.parse_eval:main",
 ]
 
 setup(

@@ -1,0 +1,62 @@
+"""End to end with the commands a user types: train, average, decode, score, export, serve.
+
+On a 2,000-pair slice of Multi30k with tiny settings (the translations are poor; the plumbing
+is what is checked), and the WMT14 recipe's real commands in their dry-run form.
+"""
+
+import os
+import subprocess
+import sys
+
+import pytest
+import tensorflow as tf
+
+from t2t_lite.bin import avg_checkpoints, bleu, decoder, exporter, trainer
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_path, capsys):
+  out, data = tmp_path / "model", tmp_path / "data"
+  assert trainer.main([
+      "--problem=translate_ende_multi30k", f"--raw_data_dir={multi30k_slice}", f"--data_dir={data}",
+      f"--output_dir={out}", "--hparams=multi30k,hidden_size=64,filter_size=128,num_hidden_layers=1,"
+      "batch_size=1024,eval_bleu_examples=10", "--train_steps=20", "--save_checkpoints_steps=5",
+      "--eval_every=20", "--eval_steps=2", "--log_every=10"]) == 0
+  printed = capsys.readouterr().out
+  assert "eval at step 20" in printed and "bleu" in printed and "perplexity" in printed
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-20")
+  assert os.listdir(out / "train") and os.listdir(out / "eval")  # TensorBoard event files
+
+  assert avg_checkpoints.main([f"--output_dir={out}", "--num_last_checkpoints=3",
+                               f"--avg_dir={out}/averaged"]) == 0
+  source = multi30k_slice / "test_2016_flickr.en"
+  reference = multi30k_slice / "test_2016_flickr.de"
+  hyp = tmp_path / "test.hyp.de"
+  assert decoder.main([f"--output_dir={out}/averaged", f"--decode_from_file={source}",
+                       f"--decode_to_file={hyp}", "--decode_hparams=beam_size=4,alpha=0.6,extra_length=20",
+                       f"--decode_reference={reference}"]) == 0
+  assert "sacreBLEU" in capsys.readouterr().err
+  lines = hyp.read_text(encoding="utf-8").split("\n")[:-1]
+  assert len(lines) == 100
+  assert bleu.main([f"--translation={hyp}", f"--reference={reference}"]) == 0
+  scored = capsys.readouterr().out
+  assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in scored
+
+  assert exporter.main([f"--output_dir={out}/averaged", f"--export_dir={tmp_path}/export",
+                        "--decode_hparams=beam_size=4,alpha=0.6,extra_length=20", "--version=1"]) == 0
+  serve = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
+  first = source.read_text(encoding="utf-8").split("\n")[:3]
+  served = [t.decode("utf-8") for t in serve(text=tf.constant(first))["translations"].numpy()]
+  assert served == lines[:3]
+
+
+@pytest.mark.parametrize("model, mode", [("big", "1gpu"), ("base", "8gpu")])
+def test_wmt14_recipe_commands_run_in_dry_run(model, mode, shared_data, tmp_path):
+  env = dict(os.environ, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"), DATA_DIR=str(tmp_path / "data"),
+             NEWSTEST_DIR=str(shared_data / "wmt14"), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+  result = subprocess.run(["bash", os.path.join(REPO, "scripts", "wmt14_recipe.sh"), model, mode],
+                          capture_output=True, text=True, env=env, timeout=600)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  assert "sacreBLEU" in result.stdout and "tokenized BLEU" in result.stdout
+  assert tf.train.latest_checkpoint(str(tmp_path / "model" / "averaged"))
