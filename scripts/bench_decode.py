@@ -87,6 +87,7 @@ def main():
     set_name, vocab = SHAPES[shape]
     keras.utils.set_random_seed(0)
     model = Transformer.from_hparams(get_hparams(set_name), vocab)
+    model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})  # build
     for batch in (int(b) for b in args.batches.split(",")):
       source = tf.constant(np.random.default_rng(0).integers(2, vocab, (batch, LENGTH)), tf.int32)
       runs = {}
