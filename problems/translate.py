@@ -12,8 +12,10 @@ The file names per split are the class attribute `raw_split_prefixes`: split -> 
 being `<prefix>.<source_language>` and `<prefix>.<target_language>`.
 """
 
+import gzip
 import logging
 import os
+import urllib.request
 
 import tensorflow as tf
 
@@ -192,3 +194,34 @@ class TranslateEndeMulti30k(TranslateProblem):
   source_language, target_language = "en", "de"
   approx_vocab_size = 8000
   raw_split_prefixes = {"train": "train", "dev": "val", "test": "test_2016_flickr"}
+  # The dataset's public files (github.com/multi30k/dataset, data/task1/raw), gzipped.
+  download_url = "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/"
+
+  def download(self, data_dir):
+    """Fetches the public files into `DATA_DIR/multi30k` once (atomically); returns the folder."""
+    folder = os.path.join(data_dir, "multi30k")
+    os.makedirs(folder, exist_ok=True)
+    for prefix in self.raw_split_prefixes.values():
+      for lang in (self.source_language, self.target_language):
+        path = os.path.join(folder, f"{prefix}.{lang}")
+        if os.path.exists(path):
+          continue
+        url = f"{self.download_url}{prefix}.{lang}.gz"
+        logger.info("downloading %s", url)
+        try:
+          with urllib.request.urlopen(url, timeout=120) as response:
+            text = gzip.decompress(response.read())
+        except (OSError, EOFError) as e:
+          raise text_files.DataError(
+              f"could not download {url} ({e}). Without internet, put the files into {folder} "
+              f"yourself or pass --raw_data_dir. Expected layout: {self.expected_layout()}") from e
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+          f.write(text)
+        os.replace(tmp, path)
+    return folder
+
+  def default_text_dataset(self, split, data_dir):
+    """Without raw_data_dir: the public files, downloaded into data_dir on first use."""
+    local = type(self)(raw_data_dir=self.download(data_dir))
+    return local.text_dataset(split, data_dir)

@@ -135,7 +135,20 @@ def main():
   parser.add_argument("--steps", type=int, default=10)
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
+  parser.add_argument("--memory", action="store_true",
+                      help="only: peak resident memory of base training steps at 4096 tokens (128x32)")
   args = parser.parse_args()
+  if args.memory:
+    import resource
+    hp = get_hparams("transformer_base")
+    model = Transformer.from_hparams(hp, 32000)
+    batches = random_batches(32000, 128, 32)
+    model(batches[0])
+    time_steps(make_step(model, hp), batches, 1, 3)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
+          f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
+    return
   peak = matmul_peak()
   print(f"float32 matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
         f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")

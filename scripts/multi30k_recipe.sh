@@ -6,7 +6,8 @@
 #   bash scripts/multi30k_recipe.sh                      # the README's results (55 minutes)
 #   TRAIN_MINUTES=8 OUT=runs/quick bash scripts/multi30k_recipe.sh
 #
-# RAW_DATA_DIR holds train/val/test_2016_flickr .en/.de (here: ../shared/data/multi30k).
+# RAW_DATA_DIR holds train/val/test_2016_flickr .en/.de (here: ../shared/data/multi30k). Without
+# such a folder the problem downloads Multi30k's public files into DATA_DIR/multi30k.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 RAW=${RAW_DATA_DIR:-../shared/data/multi30k}
@@ -14,11 +15,18 @@ OUT=${OUT:-runs/multi30k}
 DATA=${DATA_DIR:-t2t_data}
 MINUTES=${TRAIN_MINUTES:-55}
 HPARAMS=${HPARAMS:-multi30k}
+if [ -f "$RAW/train.en" ]; then
+  RAW_FLAG=(--raw_data_dir="$RAW")
+else
+  echo "no Multi30k files in $RAW: the problem downloads the public ones into $DATA/multi30k"
+  RAW_FLAG=()
+  RAW="$DATA/multi30k"
+fi
 bash scripts/setup.sh
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 start=$(date +%s)
-t2t-lite-trainer --problem=translate_ende_multi30k --raw_data_dir="$RAW" --data_dir="$DATA" \
+t2t-lite-trainer --problem=translate_ende_multi30k "${RAW_FLAG[@]}" --data_dir="$DATA" \
   --hparams="$HPARAMS" --output_dir="$OUT" --train_steps=100000 --train_minutes="$MINUTES" \
   --save_checkpoints_steps=200 --keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 \
   --log_every=100

@@ -191,3 +191,30 @@ def test_algorithmic_problems_are_deterministic_and_correct(name):
   decoded = vocab.detokenize(batch["inputs"]).numpy()
   assert all(d.decode() in {s for s, _ in pairs} for d in decoded[:20])
   assert problem.default_decode_hparams().beam_size == 1
+
+
+def test_multi30k_downloads_the_public_files_when_no_local_folder_is_given(shared_data, tmp_path):
+  """The real download code, served from file:// URLs holding gzipped slices of the corpus."""
+  import gzip
+  server = tmp_path / "server"
+  server.mkdir()
+  for prefix in ("train", "val", "test_2016_flickr"):
+    for lang in ("en", "de"):
+      lines = (shared_data / "multi30k" / f"{prefix}.{lang}").read_bytes().split(b"\n")[:50]
+      (server / f"{prefix}.{lang}.gz").write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
+  problem = get_problem("translate_ende_multi30k")
+  problem.download_url = server.as_uri() + "/"
+  data_dir = tmp_path / "data"
+  pairs = problem.text_pairs("dev", str(data_dir))
+  expected = list(zip(*((shared_data / "multi30k" / f"val.{lang}").read_text(encoding="utf-8")
+                        .split("\n")[:50] for lang in ("en", "de"))))
+  assert pairs == expected
+  assert sorted(os.listdir(data_dir / "multi30k")) == sorted(
+      f"{p}.{l}" for p in ("train", "val", "test_2016_flickr") for l in ("en", "de"))
+  for gz in server.iterdir():  # downloaded once: later runs read the local copies
+    gz.unlink()
+  assert problem.text_pairs("test", str(data_dir))[0][0]
+  offline = get_problem("translate_ende_multi30k")
+  offline.download_url = (tmp_path / "nowhere").as_uri() + "/"
+  with pytest.raises(DataError, match="could not download .*Expected layout"):
+    offline.text_pairs("dev", str(tmp_path / "other"))
