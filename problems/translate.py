@@ -199,6 +199,10 @@ class TranslateEndeMulti30k(TranslateProblem):
 
   def download(self, data_dir):
     """Fetches the public files into `DATA_DIR/multi30k` once (atomically); returns the folder."""
+    if data_dir is None:
+      raise text_files.DataError(
+          f"{self.name} reads local files: pass raw_data_dir (or --raw_data_dir), or a data_dir to "
+          f"download the public files into. Expected layout: {self.expected_layout()}")
     folder = os.path.join(data_dir, "multi30k")
     os.makedirs(folder, exist_ok=True)
     for prefix in self.raw_split_prefixes.values():

@@ -50,6 +50,11 @@ export TF_CPP_MIN_LOG_LEVEL=2
 t2t-lite-trainer --problem=translate_ende --hparams="$MODEL$HP" $DEVICES "${RAW[@]}" \
   --data_dir="$DATA" --output_dir="$OUT" --train_steps="$STEPS" \
   --save_checkpoints_steps=$(( STEPS < 1000 ? 1 : 1000 )) --keep_checkpoint_max=20 --eval_steps=2
+# With several workers, the chief (worker 0) owns the model directory and does the rest.
+if [ "$MODE" = multiworker ] && ! python -c 'import json, os, sys; t = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}); sys.exit(0 if t.get("type") == "chief" or (t.get("type") == "worker" and t.get("index") == 0) else 1)'; then
+  echo "not the chief: done after training"
+  exit 0
+fi
 t2t-lite-avg-checkpoints --output_dir="$OUT" --num_last_checkpoints="$AVG" --avg_dir="$OUT/averaged"
 SOURCE="$NEWSTEST/newstest2014.en"; REFERENCE="$NEWSTEST/newstest2014.de"
 if [ "$DECODE_LINES" -gt 0 ]; then
