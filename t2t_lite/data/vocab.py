@@ -59,7 +59,7 @@ def strip_after_eos(ids, vocab_size):
   return tf.ragged.boolean_mask(ids, keep)                          # [N, (len)]
 
 
-def _python_ids(ids):
+def strip_ids(ids):
   """Python ids cut at the first EOS, PAD dropped."""
   ids = [int(i) for i in ids]
   if EOS_ID in ids:
@@ -115,7 +115,7 @@ class SubwordVocab:
     return self._processor.encode(text)
 
   def decode(self, ids):
-    return self._processor.decode(_python_ids(ids))
+    return self._processor.decode(strip_ids(ids))
 
   def id_to_piece(self, ids):
     return [self._processor.id_to_piece(int(i)) for i in ids]
@@ -167,7 +167,7 @@ class SymbolVocab:
     return [int(piece) for piece in text.split()]
 
   def decode(self, ids):
-    return " ".join(str(i) for i in _python_ids(ids))
+    return " ".join(str(i) for i in strip_ids(ids))
 
   def id_to_piece(self, ids):
     return [{PAD_ID: "<pad>", EOS_ID: "</s>"}.get(int(i), str(int(i))) for i in ids]

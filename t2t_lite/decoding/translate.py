@@ -21,6 +21,7 @@ from keras import ops
 
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import sampling
+from t2t_lite.data.vocab import strip_ids
 
 EOS_ID = 1
 WIDTH_STEP = 8
@@ -94,18 +95,6 @@ def encode_sources(vocab, lines, limit, warn=print):
       ids = ids[:limit - 1]
     encoded.append(ids + [EOS_ID])
   return encoded
-
-
-def strip_ids(ids):
-  """Output ids up to (not including) the first EOS, without padding."""
-  out = []
-  for i in ids:
-    i = int(i)
-    if i == EOS_ID:
-      break
-    if i != 0:
-      out.append(i)
-  return out
 
 
 class Translator:

@@ -19,6 +19,7 @@ import time
 
 import tensorflow as tf
 
+from t2t_lite.data.vocab import strip_after_eos
 from t2t_lite.decoding.translate import EOS_ID, make_search_fn, source_limit
 from t2t_lite.training import trainer
 
@@ -32,6 +33,7 @@ class TranslationModule(tf.Module):
     # serving signature of its own (teacher-forced, float inputs) to the SavedModel.
     self.model_variables = trainer.checkpointable(model)
     self.tokenizer = tokenizer
+    self.vocab_size = model.vocab_size
     self.limit = source_limit(decode_hparams, max_position)
     self._search = make_search_fn(model, decode_hparams, max_position)
     self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
@@ -46,11 +48,7 @@ class TranslationModule(tf.Module):
     source = tf.concat([pieces, eos], axis=1).to_tensor(0)                 # [N, S]
     ids, scores = self._search(source)                                       # [N, beams, L]
     best = ids[:, 0, :]                                                       # [N, L]
-    # Keep tokens before the first EOS; drop padding.
-    before_eos = tf.equal(tf.cumsum(tf.cast(tf.equal(best, EOS_ID), tf.int32), axis=1), 0)
-    keep = tf.logical_and(before_eos, tf.not_equal(best, 0))
-    ragged = tf.ragged.boolean_mask(best, keep)
-    translations = self.tokenizer.detokenize(ragged)
+    translations = self.tokenizer.detokenize(strip_after_eos(best, self.vocab_size))
     empty = tf.fill(tf.shape(text), "")
     return {"translations": tf.where(nonempty, translations, empty),
             "scores": tf.where(nonempty, scores[:, 0], tf.zeros_like(scores[:, 0]))}
