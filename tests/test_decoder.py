@@ -8,7 +8,7 @@ import pytest
 
 from t2t_lite.bin import decoder as decoder_cli
 from t2t_lite.decoding import decoder
-from t2t_lite.decoding.translate import Translator, strip_ids
+from t2t_lite.decoding.translate import EOS_ID, make_search_fn, strip_ids
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.training import trainer
 
@@ -75,27 +75,43 @@ def test_missing_model_dir_pieces_are_clear_errors(tmp_path, tiny_model_dir, cap
 
 
 def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
+  """Every returned beam's score equals a teacher-forced full forward pass over its tokens.
+
+  Finished-ness comes from the search's raw output (the hypothesis contains EOS), not from its
+  length: a sentence that stops early fills missing finished slots with shorter alive ones.
+  """
   model_dir, _ = tiny_model_dir
   hparams, model, _ = trainer.restore_model(str(model_dir))
   vocab = decoder.load_vocab(str(model_dir))
   alpha = 0.6
-  translator = Translator(model, vocab, DecodeHParams(beam_size=4, alpha=alpha, extra_length=10))
-  sources = ["A man in a blue shirt .", "Children play outside ."]
-  results = translator.translate_ids([vocab.encode(s) + [1] for s in sources])
-  for source, beams in zip(sources, results):
-    assert len(beams) == 4
-    limit = len(vocab.encode(source)) + 1 + 10  # source length with EOS + extra_length
-    for ids, score in beams:
-      finished = len(ids) < limit  # ended with EOS (stripped); else cut at the limit
-      target = ids + [1] if finished else ids
-      logits = model({"inputs": np.array([vocab.encode(source) + [1]]),
-                      "targets": np.array([target])}, training=False)
+  search = make_search_fn(model, DecodeHParams(beam_size=4, alpha=alpha, extra_length=10), 1024)
+  sources = ["A man in a blue shirt .", "Children play outside .", "A dog .", "Two women sing ."]
+  encoded = [vocab.encode(s) + [EOS_ID] for s in sources]
+  batch = np.zeros((len(sources), max(map(len, encoded))), np.int32)
+  for row, ids in enumerate(encoded):
+    batch[row, :len(ids)] = ids
+  raw_ids, scores = search(batch)
+  raw_ids, scores = np.asarray(raw_ids), np.asarray(scores)
+  kinds = set()
+  for row, source in enumerate(encoded):
+    for beam in range(4):
+      hypothesis = [int(i) for i in raw_ids[row, beam]]
+      finished = EOS_ID in hypothesis
+      if finished:
+        target = hypothesis[:hypothesis.index(EOS_ID) + 1]
+      else:  # alive: its tokens, then the buffer's zero fill
+        while hypothesis and hypothesis[-1] == 0:
+          hypothesis.pop()
+        target = hypothesis
+      kinds.add(finished)
+      logits = model({"inputs": np.array([source]), "targets": np.array([target])}, training=False)
       log_probs = np.asarray(logits, np.float64)
       log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
       total = sum(log_probs[0, t, tok] for t, tok in enumerate(target))
       # Finished hypotheses carry the GNMT length penalty; unfinished ones their raw log-prob.
       expected = total / ((5.0 + len(target)) / 6.0) ** alpha if finished else total
-      assert score == pytest.approx(expected, abs=2e-3), (ids, score, expected)
+      assert scores[row, beam] == pytest.approx(expected, abs=2e-3), (target, scores[row, beam], expected)
+  assert True in kinds  # at least finished hypotheses were checked
 
 
 def test_strip_ids():
