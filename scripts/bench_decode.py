@@ -12,6 +12,7 @@ T2T's slow decoding did; "cached" is the decoder's key/value cache (t2t_lite's d
 
 import argparse
 import os
+import tempfile
 import time
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
@@ -66,12 +67,102 @@ def uncached_greedy(model):
   return run
 
 
+def ctranslate2_twin(model, directory):
+  """Writes `model`'s weights as a CTranslate2 model (pre-norm TransformerSpec); returns its path.
+
+  The same random weights, so both engines do the same arithmetic: token `t<i>` is our id i,
+  id 0 is the decoder start `<s>` (T2T starts from PAD), id 1 the EOS `</s>`. Our kernels are
+  [in, out]; CTranslate2's linear weights are [out, in], so every kernel is transposed.
+  """
+  import ctranslate2  # pylint: disable=import-outside-toplevel
+  from ctranslate2.specs import transformer_spec  # pylint: disable=import-outside-toplevel
+  if model.norm_type != "pre" or model.position_encoding != "sinusoid":
+    raise ValueError("The CTranslate2 twin covers the pre-norm, sinusoid sets (tiny, base, big).")
+  weights = {v.path.split("/", 1)[1]: np.asarray(v.numpy(), np.float32) for v in model.weights}
+  spec = transformer_spec.TransformerSpec.from_config(
+      (model.num_encoder_layers, model.num_decoder_layers), model.num_heads, pre_norm=True)
+  spec.config.layer_norm_epsilon = model.layer_norm_epsilon
+  spec.config.decoder_start_token = "<s>"
+  spec.config.add_source_eos = False
+  spec.decoder.start_from_zero_embedding = bool(model.embedding.zero_pad)  # T2T zeroes id 0
+
+  def linear(linear_spec, *names, bias=None):
+    linear_spec.weight = np.ascontiguousarray(np.concatenate([weights[n] for n in names], 1).T)
+    if bias is not None:
+      linear_spec.bias = weights[bias]
+
+  def norm(norm_spec, name):
+    norm_spec.gamma, norm_spec.beta = weights[name + "/gamma"], weights[name + "/beta"]
+
+  table = weights["shared_embedding/embeddings"]
+  zeros = np.zeros((1, 256, model.hidden_size), np.float32)
+  positions = np.asarray(model.position(zeros))[0]                       # [256, d]
+  for side in ("encoder", "decoder"):
+    stack = getattr(spec, side)
+    embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
+    embeddings.weight = table if side == "decoder" else table.copy()
+    stack.scale_embeddings = True                                         # E[ids] * sqrt(d)
+    stack.position_encodings.encodings = positions
+    norm(stack.layer_norm, f"{side}/final_norm")
+    for i, layer in enumerate(stack.layer):
+      scope = f"{side}/layer_{i}"
+      linear(layer.self_attention.linear[0], f"{scope}/self_attention/qkv_kernel")
+      linear(layer.self_attention.linear[1], f"{scope}/self_attention/output_kernel")
+      norm(layer.self_attention.layer_norm, f"{scope}/self_attention_norm")
+      if side == "decoder":
+        linear(layer.attention.linear[0], f"{scope}/encdec_attention/q_kernel")
+        linear(layer.attention.linear[1], f"{scope}/encdec_attention/kv_kernel")
+        linear(layer.attention.linear[2], f"{scope}/encdec_attention/output_kernel")
+        norm(layer.attention.layer_norm, f"{scope}/encdec_attention_norm")
+      linear(layer.ffn.linear_0, f"{scope}/feed_forward/kernel_1", bias=f"{scope}/feed_forward/bias_1")
+      linear(layer.ffn.linear_1, f"{scope}/feed_forward/kernel_2", bias=f"{scope}/feed_forward/bias_2")
+      norm(layer.ffn.layer_norm, f"{scope}/feed_forward_norm")
+  spec.decoder.projection.weight = table                                  # logits = x E^T
+  tokens = ["<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(3, model.vocab_size)]
+  spec.register_source_vocabulary(tokens)
+  spec.register_target_vocabulary(tokens)
+  spec.validate()
+  spec.optimize("float32")
+  os.makedirs(directory, exist_ok=True)
+  spec.save(directory)
+  del ctranslate2
+  return directory
+
+
 def timed(fn, source, repeats):
-  fn(source)  # trace / warm up
+  """Seconds per call (after a warm-up call that traces), and the last call's result."""
+  fn(source)
   start = time.perf_counter()
   for _ in range(repeats):
-    fn(source)
-  return (time.perf_counter() - start) / repeats
+    result = fn(source)
+  return (time.perf_counter() - start) / repeats, result
+
+
+def ctranslate2_runs(model, source, workdir, threads):
+  """CTranslate2 float32 greedy / beam 4 and int8 beam 4 on the same weights and sources."""
+  import ctranslate2  # pylint: disable=import-outside-toplevel
+  path = os.path.join(workdir, f"ct2_{model.hidden_size}_{model.num_decoder_layers}")
+  if not os.path.exists(os.path.join(path, "model.bin")):
+    ctranslate2_twin(model, path)
+  tokens = [[f"t{i}" for i in row] for row in source.numpy()]
+  runs = {}
+  for compute_type, beams in (("float32", (1, 4)), ("int8", (4,))):
+    translator = ctranslate2.Translator(path, device="cpu", compute_type=compute_type,
+                                        inter_threads=1, intra_threads=threads)
+    for beam in beams:
+      name = f"CTranslate2 {compute_type}, {'greedy' if beam == 1 else f'beam {beam}'}"
+      runs[name] = lambda _, t=translator, b=beam: t.translate_batch(
+          tokens, beam_size=b, length_penalty=0.6, min_decoding_length=LENGTH,
+          max_decoding_length=LENGTH)
+  return runs
+
+
+def same_greedy_tokens(our_ids, ct2_results):
+  """How many sentences got exactly the same greedy tokens from both engines."""
+  special = {"<s>": 0, "</s>": 1, "<unk>": 2}
+  theirs = [[special.get(t) if t in special else int(t[1:]) for t in r.hypotheses[0]]
+            for r in ct2_results]
+  return sum(list(map(int, a)) == b for a, b in zip(our_ids[:, 0], theirs))
 
 
 def main():
@@ -79,8 +170,20 @@ def main():
   parser.add_argument("--shapes", default="tiny,base")
   parser.add_argument("--batches", default="64,1")
   parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--no_ctranslate2", action="store_true",
+                      help="skip the CTranslate2 peer (pip install ctranslate2; not a dependency)")
+  parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))
   args = parser.parse_args()
-  print(f"oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; source and output length {LENGTH}")
+  ct2 = not args.no_ctranslate2
+  if ct2:
+    try:
+      import ctranslate2  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    except ImportError:
+      print("CTranslate2 is not installed (pip install ctranslate2); measuring t2t_lite alone")
+      ct2 = False
+  threads = len(os.sched_getaffinity(0))
+  print(f"oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; {threads} threads; source and output "
+        f"length {LENGTH}")
   print("| shape | batch | decoding | target tok/s | sentences/s |")
   print("|---|---|---|---|---|")
   for shape in args.shapes.split(","):
@@ -96,13 +199,23 @@ def main():
         search = tf.function(make_search_fn(NoEos(model), dh, 1024))
         runs[name] = lambda s, f=search: [t.numpy() for t in f(s)]
       runs["greedy, uncached"] = uncached_greedy(model)
-      rates = {}
+      if ct2:
+        runs.update(ctranslate2_runs(model, source, args.workdir, threads))
+      rates, outputs = {}, {}
       for name, fn in runs.items():
-        seconds = timed(fn, source, args.repeats)
+        seconds, outputs[name] = timed(fn, source, args.repeats)
         rates[name] = batch * LENGTH / seconds
         print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / seconds:,.1f} |", flush=True)
       print(f"| {shape} | {batch} | cached / uncached greedy | "
             f"{rates['greedy, cached'] / rates['greedy, uncached']:.1f}x | |", flush=True)
+      if ct2:
+        for ours, theirs in (("greedy, cached", "CTranslate2 float32, greedy"),
+                             ("beam 4, cached", "CTranslate2 float32, beam 4")):
+          print(f"| {shape} | {batch} | {ours} / {theirs} | {rates[ours] / rates[theirs]:.2f}x | |",
+                flush=True)
+        same = same_greedy_tokens(outputs["greedy, cached"][0], outputs["CTranslate2 float32, greedy"])
+        print(f"| {shape} | {batch} | greedy outputs identical to CTranslate2's | {same}/{batch} "
+              "sentences | |", flush=True)
 
 
 if __name__ == "__main__":
