@@ -1,19 +1,27 @@
-"""Training throughput: t2t_lite against a keras-hub peer of the same shape, and MFU.
+"""Training throughput: t2t_lite's training step against keras-hub peers of the same shape, and MFU.
 
     python scripts/bench_train.py                 # tiny and base, 64x32 and 16x128, + Multi30k
     python scripts/bench_train.py --shapes tiny --steps 10
+    python scripts/bench_train.py --loss          # only the loss kernels, [2048, vocab] logits
 
-Both models get the same optimizer (Adam, the paper's betas), the same label-smoothed loss and
-the same timing loop (a tf.function train step, warm-up steps excluded). The peer is built from
-keras-hub's TransformerEncoder/TransformerDecoder with a tied ReversibleEmbedding and
-SinePositionEncoding: the same parameter count as ours up to biases and LayerNorm placement.
+Rows, each timed the same way (warm-up steps, every batch shape traced, excluded):
+- `t2t_lite`: the trainer's own step (`Trainer.train_step`: the model, the fused XLA label-smoothed
+  loss with its hand-written gradient, Adam with the paper's betas and schedule, the NaN guard);
+  `t2t_lite XLA`: the same with `xla_compile=True` (the whole step compiled).
+- `keras-hub`: keras-hub's TransformerEncoder/TransformerDecoder with a tied ReversibleEmbedding
+  and SinePositionEncoding (the same parameter count up to biases and LayerNorm placement),
+  trained as a Keras user would: Adam (same betas) and `keras.losses.CategoricalCrossentropy(
+  from_logits=True, label_smoothing=0.1)` over one-hot targets, padding masked by
+  `sample_weight`. `keras-hub XLA`: the same step compiled with XLA (the issue's best peer setting
+  on tiny). `keras-hub + our loss`: the peer's layers with t2t_lite's loss kernel, which isolates
+  the layers.
 
 FLOPs per training step = 3 x forward FLOPs (backward = 2 x forward), forward counted as
 2 x multiply-adds of every matmul: projections and FFN per token, attention scores and
 weighted sums (S^2 d per layer for encoder self-attention, T^2 d and T S d for the decoder),
 and the output projection T d V. MFU = model FLOPs/s / this CPU's float32 matmul peak, measured
 in the same run with a TF matmul of 2048x2048.
-Set TF_ENABLE_ONEDNN_OPTS=1 (the default in t2t_lite) for both.
+Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 """
 
 import argparse
@@ -28,8 +36,8 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from t2t_lite.hparams import get_hparams  # noqa: E402
-from t2t_lite.models.transformer import Transformer  # noqa: E402
-from t2t_lite.training.loss import smoothed_cross_entropy  # noqa: E402
+from t2t_lite.training import trainer as trainer_lib  # noqa: E402
+from t2t_lite.training.loss import fast_smoothed_cross_entropy, smoothed_cross_entropy  # noqa: E402
 
 SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
 
@@ -85,19 +93,67 @@ class KerasHubPeer(keras.Model):
     return self.embedding(y, reverse=True)
 
 
-def make_step(model, hp):
-  optimizer = keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+def make_step(model, hp, loss="keras", xla=False):
+  """A Keras user's training step: Adam (paper betas) and a label-smoothed cross entropy.
 
-  @tf.function
+  loss: "keras" (CategoricalCrossentropy on one-hot targets, padding masked), "t2t_lite" (our
+  fused kernel) or "reference" (our keras.ops loss, autodiff).
+  """
+  optimizer = keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+  keras_loss = keras.losses.CategoricalCrossentropy(
+      from_logits=True, label_smoothing=hp.label_smoothing, reduction="sum")
+
+  def loss_fn(logits, targets):
+    if loss == "keras":
+      weights = tf.cast(targets != 0, tf.float32)
+      one_hot = tf.one_hot(targets, tf.shape(logits)[-1])
+      return keras_loss(one_hot, logits, sample_weight=weights) / tf.reduce_sum(weights)
+    fn = fast_smoothed_cross_entropy if loss == "t2t_lite" else smoothed_cross_entropy
+    loss_sum, count, _ = fn(logits, targets, hp.label_smoothing)
+    return loss_sum / count
+
+  @tf.function(jit_compile=xla or None)
   def step(batch):
     with tf.GradientTape() as tape:
-      logits = model(batch, training=True)
-      loss_sum, count, _ = smoothed_cross_entropy(logits, batch["targets"], hp.label_smoothing)
-      loss = loss_sum / count
-    grads = tape.gradient(loss, model.trainable_variables)
+      value = loss_fn(model(batch, training=True), batch["targets"])
+    grads = tape.gradient(value, model.trainable_variables)
     optimizer.apply_gradients(zip(grads, model.trainable_variables))
-    return loss
+    return value
   return step
+
+
+def trainer_step(hp, vocab, xla=False):
+  """t2t_lite's own training step, through the Trainer (output in a temporary directory)."""
+  import tempfile
+  trainer = trainer_lib.Trainer(hp.replace(xla_compile=xla), vocab,
+                                tempfile.mkdtemp(prefix="bench_train_"))
+  return lambda batch: trainer.train_step(batch)[0]
+
+
+def bench_loss(vocabs=(8000, 32000), tokens=2048, repeats=10):
+  """Forward + gradient of the loss alone on [tokens, vocab] logits: reference vs fused."""
+  print("| vocab | loss | ms (value + gradient) | speed-up |")
+  print("|---|---|---|---|")
+  for vocab in vocabs:
+    rng = np.random.default_rng(0)
+    logits = tf.constant(rng.normal(size=(1, tokens, vocab)).astype("float32"))
+    targets = tf.constant(rng.integers(1, vocab, (1, tokens)).astype("int32"))
+    times = {}
+    for name, fn in (("keras.ops reference, autodiff", smoothed_cross_entropy),
+                     ("t2t_lite fused (XLA, hand-written gradient)", fast_smoothed_cross_entropy)):
+      @tf.function
+      def value_and_grad(fn=fn):
+        with tf.GradientTape() as tape:
+          tape.watch(logits)
+          loss = fn(logits, targets, 0.1)[0]
+        return loss, tape.gradient(loss, logits)
+      value_and_grad()[1].numpy()
+      start = time.perf_counter()
+      for _ in range(repeats):
+        value_and_grad()[1].numpy()
+      times[name] = (time.perf_counter() - start) / repeats
+      first = next(iter(times.values()))
+      print(f"| {vocab} | {name} | {times[name] * 1000:.1f} | {first / times[name]:.1f}x |", flush=True)
 
 
 def time_steps(step, batches, warmup, steps):
@@ -135,16 +191,18 @@ def main():
   parser.add_argument("--steps", type=int, default=10)
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
+  parser.add_argument("--loss", action="store_true", help="only: the loss kernels alone")
   parser.add_argument("--memory", action="store_true",
                       help="only: peak resident memory of base training steps at 4096 tokens (128x32)")
   args = parser.parse_args()
+  if args.loss:
+    bench_loss()
+    return
   if args.memory:
     import resource
     hp = get_hparams("transformer_base")
-    model = Transformer.from_hparams(hp, 32000)
     batches = random_batches(32000, 128, 32)
-    model(batches[0])
-    time_steps(make_step(model, hp), batches, 1, 3)
+    time_steps(trainer_step(hp, 32000), batches, 1, 3)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
           f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
@@ -165,20 +223,31 @@ def main():
       flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
                                          b["targets"].shape[1]) for b in batches])
       results = {}
-      models = {"t2t_lite": lambda: Transformer.from_hparams(hp, vocab_here)}
+      runs = {"t2t_lite": lambda: trainer_step(hp, vocab_here),
+              "t2t_lite XLA": lambda: trainer_step(hp, vocab_here, xla=True)}
       if not args.no_peer:
-        models["keras-hub"] = lambda: KerasHubPeer(hp, vocab_here)
-      for name, build in models.items():
+        for name, loss, xla in (("keras-hub", "keras", False), ("keras-hub XLA", "keras", True),
+                                ("keras-hub + our loss", "t2t_lite", False)):
+          runs[name] = lambda loss=loss, xla=xla: peer_step(hp, vocab_here, batches[0], loss, xla)
+      for name, build in runs.items():
         keras.utils.set_random_seed(0)
-        model = build()
-        model(batches[0])
-        tok_s, s_step = time_steps(make_step(model, hp), batches, args.warmup, args.steps)
+        tok_s, s_step = time_steps(build(), batches, args.warmup, args.steps)
         results[name] = tok_s
         print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
               flush=True)
-      if "keras-hub" in results:
-        print(f"| {shape} | {label} | t2t_lite / keras-hub | {results['t2t_lite'] / results['keras-hub']:.2f}x | | |")
+      # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
+      peers = {k: v for k, v in results.items() if k in ("keras-hub", "keras-hub XLA")}
+      if peers:
+        ours = max((k for k in results if k.startswith("t2t_lite")), key=results.get)
+        best = max(peers, key=peers.get)
+        print(f"| {shape} | {label} | {ours} / best peer ({best}) | "
+              f"{results[ours] / results[best]:.2f}x | | |", flush=True)
 
+
+def peer_step(hp, vocab, first_batch, loss, xla):
+  model = KerasHubPeer(hp, vocab)
+  model(first_batch)
+  return make_step(model, hp, loss, xla)
 
 if __name__ == "__main__":
   main()

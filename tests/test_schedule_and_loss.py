@@ -65,3 +65,37 @@ def test_perfect_prediction_has_zero_smoothed_loss():
   np.put_along_axis(probs, targets[..., None], 1 - eps, axis=-1)
   loss, _, _ = smoothed_cross_entropy(np.log(probs).astype("float32"), targets, eps)
   assert abs(float(ops.convert_to_numpy(loss))) < 1e-5
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+@pytest.mark.parametrize("graph", [False, True])
+def test_fast_loss_and_its_gradient_equal_the_reference(eps, graph):
+  """The XLA kernel with a hand-written gradient against the one-hot reference and autodiff of
+  the keras.ops loss: values, d loss_sum / d logits and d nll_sum / d logits."""
+  import tensorflow as tf
+  from t2t_lite.training.loss import fast_smoothed_cross_entropy
+  rng = np.random.default_rng(1)
+  logits = tf.constant(rng.normal(size=(3, 5, 11)).astype("float32") * 3)
+  targets = rng.integers(1, 11, size=(3, 5))
+  targets[0, 3:] = 0
+  targets[2, 1:] = 0
+  targets = tf.constant(targets, tf.int32)
+
+  def values_and_grads(loss_fn):
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch(logits)
+      loss, count, nll = loss_fn(logits, targets, eps)
+      mixed = 0.3 * loss + 0.7 * nll  # both upstream gradients non-zero
+    return loss, count, nll, tape.gradient(loss, logits), tape.gradient(mixed, logits)
+
+  fast_fn = tf.function(lambda: values_and_grads(fast_smoothed_cross_entropy)) if graph else (
+      lambda: values_and_grads(fast_smoothed_cross_entropy))
+  fast = [np.asarray(t) for t in fast_fn()]
+  slow = [np.asarray(t) for t in values_and_grads(smoothed_cross_entropy)]
+  ref_loss, ref_count, ref_nll = _reference_loss(np.asarray(logits, np.float64), np.asarray(targets), eps)
+  assert float(fast[0]) == pytest.approx(ref_loss, rel=1e-5)
+  assert float(fast[1]) == ref_count == 9
+  assert float(fast[2]) == pytest.approx(ref_nll, rel=1e-5)
+  np.testing.assert_allclose(fast[3], slow[3], atol=1e-6)
+  np.testing.assert_allclose(fast[4], slow[4], atol=1e-6)
+  assert np.all(fast[3][0, 3:] == 0) and np.all(fast[3][2, 1:] == 0)  # padding gets no gradient

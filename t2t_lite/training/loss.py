@@ -44,3 +44,75 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
   else:
     loss = nll
   return ops.sum(loss * weights), ops.sum(weights), ops.sum(nll * weights)
+
+
+# ---------------------------------------------------------------------------- the training kernel
+
+
+def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
+  """`smoothed_cross_entropy` for TensorFlow training: the same three values, about 2.5x (tiny,
+  vocab 8k) to 7x (vocab 32k) faster with its gradient (scripts/bench_train.py --loss).
+
+  The loss is memory-bound (it reads [tokens, vocab] logits a few times and writes their
+  gradient), so the win is in touching that tensor less:
+  - a hand-written gradient, `weights * (softmax - smoothed one-hot)`, written in one pass
+    instead of autodiff's chain through log_softmax, gather and sum;
+  - XLA fuses each side into a couple of loops; it compiles once per logits shape (a few hundred
+    ms; the length buckets give at most ~40 shapes per run).
+
+  Args and returns: as `smoothed_cross_entropy` (logits [batch, length, vocab], targets
+  [batch, length]); returns (loss_sum, token_count, nll_sum), float32 scalars. Differentiable
+  in `logits` through loss_sum and nll_sum.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  vocab_size = logits.shape[-1]
+  flat_logits = tf.reshape(tf.cast(logits, tf.float32), [-1, vocab_size])       # [N, V]
+  flat_targets = tf.reshape(tf.cast(targets, tf.int32), [-1])                   # [N]
+  weights = tf.cast(tf.not_equal(flat_targets, pad_id), tf.float32)             # [N]
+  loss_sum, nll_sum = _loss_sums(float(label_smoothing))(flat_logits, flat_targets, weights)
+  return loss_sum, tf.reduce_sum(weights), nll_sum
+
+
+_LOSS_SUMS = {}
+
+
+def _loss_sums(label_smoothing):
+  """The XLA-compiled `(logits [N, V], targets [N], weights [N]) -> (loss_sum, nll_sum)`."""
+  if label_smoothing in _LOSS_SUMS:
+    return _LOSS_SUMS[label_smoothing]
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  eps = label_smoothing
+
+  @tf.custom_gradient
+  def sums(logits, targets, weights):
+    vocab = tf.cast(tf.shape(logits)[-1], tf.float32)
+    confidence, low = 1.0 - eps, eps / (vocab - 1.0)
+    top = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))    # [N, 1]
+    log_z = tf.math.log(tf.reduce_sum(tf.exp(logits - top), -1, keepdims=True)) + top  # [N, 1]
+    true_logit = tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]      # [N]
+    nll = log_z[:, 0] - true_logit                                            # -logp[y]
+    if eps > 0:
+      sum_log_probs = tf.reduce_sum(logits, -1) - vocab * log_z[:, 0]         # sum_j logp[j]
+      normalizer = -(confidence * math.log(confidence) +
+                     (vocab - 1.0) * low * tf.math.log(low + 1e-20))
+      loss = confidence * nll - low * (sum_log_probs + nll) - normalizer
+    else:
+      loss = nll
+
+    def grad(d_loss, d_nll):
+      # d loss / d logits = softmax - target distribution (low off the true token, confidence
+      # on it); d nll / d logits = softmax - one_hot.
+      d_loss = tf.zeros([]) if d_loss is None else d_loss
+      d_nll = tf.zeros([]) if d_nll is None else d_nll
+      probs = tf.exp(logits - log_z)                                          # [N, V]
+      scale = weights * (d_loss + d_nll)                                      # [N]
+      on_true = weights * (d_loss * (confidence - low) + d_nll)               # [N]
+      one_hot = tf.one_hot(targets, tf.shape(logits)[-1], dtype=tf.float32)   # fused by XLA
+      d_logits = (probs * scale[:, None] - (weights * d_loss * low)[:, None]
+                  - one_hot * on_true[:, None])
+      return d_logits, None, None
+
+    return (tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights)), grad
+
+  _LOSS_SUMS[label_smoothing] = tf.function(sums, jit_compile=True, reduce_retracing=True)
+  return _LOSS_SUMS[label_smoothing]

@@ -23,7 +23,7 @@ import tensorflow as tf
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.training import distribute, model_dir
-from t2t_lite.training.loss import smoothed_cross_entropy
+from t2t_lite.training.loss import fast_smoothed_cross_entropy
 from t2t_lite.training.schedule import TransformerSchedule
 
 
@@ -126,7 +126,7 @@ class Trainer:
     global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
     with tf.GradientTape() as tape:
       logits = self.model(batch, training=True)
-      loss_sum, _, nll_sum = smoothed_cross_entropy(logits, targets, hp.label_smoothing)
+      loss_sum, _, nll_sum = fast_smoothed_cross_entropy(logits, targets, hp.label_smoothing)
       loss = loss_sum / tf.maximum(global_tokens, 1.0)
       scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
     grads = tape.gradient(scaled, self.model.trainable_variables)
@@ -166,7 +166,7 @@ class Trainer:
     @tf.function(reduce_retracing=True)
     def eval_step(batch):
       logits = self.model(batch, training=False)
-      return smoothed_cross_entropy(logits, batch["targets"], self.hparams.label_smoothing)
+      return fast_smoothed_cross_entropy(logits, batch["targets"], self.hparams.label_smoothing)
     loss = tokens = nll = 0.0
     for i, batch in enumerate(dataset):
       if max_batches and i >= max_batches:
