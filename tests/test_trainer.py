@@ -30,8 +30,11 @@ def _run(args, env=None, timeout=300):
 
 
 def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
-  # Measured here: copy 0.985 sequence accuracy after 700 steps (50 s); reverse needs ~1000
-  # steps for 0.95 with learning_rate_constant=1, warmup 200.
+  # Measured here: the last checkpoint alone scores 0.89-1.0 (run-to-run thread nondeterminism
+  # and Adam's loss spikes at this learning rate); the average of the last 5 (every 50 steps,
+  # the paper's checkpoint averaging) scored 0.985-0.99 in each of 3 runs. 700 steps, ~50 s.
+  # Reverse needs ~1000 steps for 0.95 with learning_rate_constant=1, warmup 200.
+  from t2t_lite.training.average import average_checkpoints
   problem = get_problem("algorithmic_copy")
   hparams = get_hparams(TINY, "batch_size=1024,learning_rate_constant=0.5,"
                               "learning_rate_warmup_steps=100,optimizer_adam_beta2=0.98,"
@@ -39,11 +42,12 @@ def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
                               "relu_dropout=0.0,eval_bleu_examples=0")
   start = time.time()
   trainer.train_and_evaluate(problem, hparams, str(tmp_path / "run"), str(tmp_path / "data"),
-                             train_steps=700, eval_steps=0, save_checkpoints_steps=700,
+                             train_steps=700, eval_steps=0, save_checkpoints_steps=50,
                              log_every=100)
   train_seconds = time.time() - start
+  average_checkpoints(str(tmp_path / "run"), str(tmp_path / "averaged"), count=5)
   from t2t_lite.decoding.decoder import load_translator
-  translator, _ = load_translator(str(tmp_path / "run"), DecodeHParams(beam_size=1, batch_size=64))
+  translator, _ = load_translator(str(tmp_path / "averaged"), DecodeHParams(beam_size=1, batch_size=64))
   pairs = problem.text_pairs("test", str(tmp_path / "data"))[:200]
   outputs = translator.translate([s for s, _ in pairs])
   accuracy = np.mean([o == t for o, (_, t) in zip(outputs, pairs)])
@@ -125,14 +129,14 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
   problem = get_problem("algorithmic_copy")
   out, data = str(tmp_path / "run"), str(tmp_path / "data")
   calls = tf.Variable(0)
-  real_loss = trainer.smoothed_cross_entropy
+  real_loss = trainer.fast_smoothed_cross_entropy
 
   def loss_that_turns_nan_at_step_5(logits, targets, label_smoothing):
     loss_sum, count, nll = real_loss(logits, targets, label_smoothing)
     calls.assign_add(1)
     return tf.where(calls >= 5, tf.constant(float("nan")), loss_sum), count, nll
 
-  monkeypatch.setattr(trainer, "smoothed_cross_entropy", loss_that_turns_nan_at_step_5)
+  monkeypatch.setattr(trainer, "fast_smoothed_cross_entropy", loss_that_turns_nan_at_step_5)
   with pytest.raises(trainer.NonFiniteLossError, match="NaN or infinite") as error:
     trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=20,
                                eval_steps=0, save_checkpoints_steps=2, log_every=10)
