@@ -8,7 +8,7 @@ import pytest
 
 from t2t_lite.bin import decoder as decoder_cli
 from t2t_lite.decoding import decoder
-from t2t_lite.decoding.translate import EOS_ID, make_search_fn, strip_ids
+from t2t_lite.decoding.translate import EOS_ID, Translator, make_search_fn, strip_ids
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.training import trainer
 
@@ -117,3 +117,21 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
 def test_strip_ids():
   assert strip_ids([5, 0, 7, 1, 9, 9]) == [5, 7]
   assert strip_ids([1, 4]) == []
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_xla_search_equals_graph_search(tiny_model_dir, beam_size):
+  """The XLA-compiled search loop (the default) and the plain graph give the same beams."""
+  model_dir, _ = tiny_model_dir
+  _, model, _ = trainer.restore_model(str(model_dir))
+  vocab = decoder.load_vocab(str(model_dir))
+  sources = [vocab.encode(s) + [EOS_ID] for s in
+             ["A man in a blue shirt .", "Children play outside .", "A dog .", ""]]
+  sources[-1] = None  # an empty line
+  results = {}
+  for xla in (False, True):
+    dh = DecodeHParams(beam_size=beam_size, batch_size=2, extra_length=10, xla=xla)
+    results[xla] = Translator(model, vocab, dh).translate_ids(sources)
+  for graph_beams, xla_beams in zip(results[False], results[True]):
+    assert [ids for ids, _ in graph_beams] == [ids for ids, _ in xla_beams]
+    np.testing.assert_allclose([s for _, s in graph_beams], [s for _, s in xla_beams], atol=1e-4)
