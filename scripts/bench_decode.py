@@ -6,8 +6,13 @@
 Random weights; every source has 30 tokens and every output exactly 30 (EOS is masked out and
 `extra_length=0`, so each sentence runs to its length limit): the work is fixed, as in
 CTranslate2's benchmark. Target tokens/s counts batch x 30 per sentence (the best beam only).
-"Uncached" recomputes the decoder over the whole prefix at every step (the encoder once), as
-T2T's slow decoding did; "cached" is the decoder's key/value cache (t2t_lite's default).
+"cached" is t2t_lite's decoder (key/value cache, search loop compiled with XLA: the default);
+"graph (xla=false)" the same search as a plain TF graph. "uncached" recomputes the decoder over
+the whole prefix at every step (the encoder once, logits only for the last position): stricter
+than T2T's slow decoding, which re-ran the whole model, encoder included.
+CTranslate2 (`pip install ctranslate2`, not a dependency; skipped when missing) runs the same
+random weights, written into a CTranslate2 model by `ctranslate2_twin`, with `intra_threads` =
+the cores; the run prints how many greedy outputs are identical token for token.
 """
 
 import argparse
@@ -194,10 +199,12 @@ def main():
     for batch in (int(b) for b in args.batches.split(",")):
       source = tf.constant(np.random.default_rng(0).integers(2, vocab, (batch, LENGTH)), tf.int32)
       runs = {}
-      for name, dh in (("greedy, cached", DecodeHParams(beam_size=1, extra_length=0)),
-                       ("beam 4, cached", DecodeHParams(beam_size=4, extra_length=0))):
-        search = tf.function(make_search_fn(NoEos(model), dh, 1024))
-        runs[name] = lambda s, f=search: [t.numpy() for t in f(s)]
+      for kind, beam in (("greedy", 1), ("beam 4", 4)):
+        for xla in (True, False):
+          dh = DecodeHParams(beam_size=beam, extra_length=0, xla=xla)
+          search = tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
+          runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
+              lambda s, f=search: [t.numpy() for t in f(s)])
       runs["greedy, uncached"] = uncached_greedy(model)
       if ct2:
         runs.update(ctranslate2_runs(model, source, args.workdir, threads))
@@ -206,8 +213,9 @@ def main():
         seconds, outputs[name] = timed(fn, source, args.repeats)
         rates[name] = batch * LENGTH / seconds
         print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / seconds:,.1f} |", flush=True)
-      print(f"| {shape} | {batch} | cached / uncached greedy | "
-            f"{rates['greedy, cached'] / rates['greedy, uncached']:.1f}x | |", flush=True)
+      for cached in ("greedy, cached", "greedy, cached, graph (xla=false)"):
+        print(f"| {shape} | {batch} | {cached} / greedy, uncached (graph) | "
+              f"{rates[cached] / rates['greedy, uncached']:.1f}x | |", flush=True)
       if ct2:
         for ours, theirs in (("greedy, cached", "CTranslate2 float32, greedy"),
                              ("beam 4, cached", "CTranslate2 float32, beam 4")):
