@@ -112,6 +112,7 @@ class Trainer:
     if self.restored_from:
       self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
     self._train_fn = None
+    self._eval_fn = None
 
   @property
   def step(self):
@@ -163,15 +164,16 @@ class Trainer:
 
   def evaluate(self, dataset, max_batches=None):
     """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity."""
-    @tf.function(reduce_retracing=True)
-    def eval_step(batch):
-      logits = self.model(batch, training=False)
-      return fast_smoothed_cross_entropy(logits, batch["targets"], self.hparams.label_smoothing)
+    if self._eval_fn is None:  # built once: later evaluations reuse its traces
+      def eval_step(batch):
+        logits = self.model(batch, training=False)
+        return fast_smoothed_cross_entropy(logits, batch["targets"], self.hparams.label_smoothing)
+      self._eval_fn = tf.function(eval_step, reduce_retracing=True)
     loss = tokens = nll = 0.0
     for i, batch in enumerate(dataset):
       if max_batches and i >= max_batches:
         break
-      l, n, x = (float(v) for v in eval_step(batch))
+      l, n, x = (float(v) for v in self._eval_fn(batch))
       loss, tokens, nll = loss + l, tokens + n, nll + x
     tokens = max(tokens, 1.0)
     return {"loss": loss / tokens, "nll": nll / tokens, "perplexity": math.exp(min(nll / tokens, 50))}
@@ -190,14 +192,16 @@ def _write_scalars(writer, step, values):
   writer.flush()
 
 
-def dev_bleu(model, problem, vocab, data_dir, hparams, decode_hparams, examples):
-  """Real BLEU on the first `examples` dev pairs, by actual beam search decoding."""
+def dev_bleu(translator, problem, data_dir, examples):
+  """Real BLEU on the first `examples` dev pairs, by actual decoding with `translator`.
+
+  The same Translator serves every evaluation of a run (it reads the model's current variables),
+  so its compiled search programs are built once, not once per evaluation.
+  """
   from t2t_lite.decoding import bleu
-  from t2t_lite.decoding.translate import Translator
   pairs = problem.text_pairs("dev", data_dir)[:examples]
   if not pairs:
     return {}
-  translator = Translator(model, vocab, decode_hparams, max_position=hparams.max_position)
   hyps = translator.translate([p[0] for p in pairs])
   score, _ = bleu.sacrebleu_score(hyps, [p[1] for p in pairs])
   return {"bleu": score}
@@ -256,7 +260,7 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
   progress = sys.stdout.isatty() if progress is None else progress
   bar = keras.utils.Progbar(train_steps, stateful_metrics=["loss", "lr", "tok/s"]) if progress else None
   accumulation = hparams.gradient_accumulation_steps
-  results = {}
+  results, translator = {}, None  # translator: dev BLEU, built at the first evaluation
   window_tokens, window_start, loss = 0.0, time.time(), float("nan")
   micro = 0
   run_start = time.time()
@@ -290,9 +294,13 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
     if eval_steps and (step % eval_every == 0 or last):
       results = trainer.evaluate(problem.dataset("dev", data_dir, hparams, training=False), eval_steps)
       if eval_bleu and hparams.eval_bleu_examples > 0 and chief:
-        dh = decode_hparams or problem.default_decode_hparams().replace(beam_size=1)
-        results.update(dev_bleu(trainer.model, problem, vocab, data_dir, hparams, dh,
-                                hparams.eval_bleu_examples))
+        if translator is None:
+          from t2t_lite.decoding.translate import Translator
+          translator = Translator(
+              trainer.model, vocab,
+              decode_hparams or problem.default_decode_hparams().replace(beam_size=1),
+              max_position=hparams.max_position)
+        results.update(dev_bleu(translator, problem, data_dir, hparams.eval_bleu_examples))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
       window_start = time.time()
