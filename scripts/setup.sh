@@ -7,7 +7,13 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 . .venv/bin/activate
-if ! python -c "import t2t_lite, tensorflow_text, jax, pytest" 2>/dev/null || ! command -v t2t-lite-trainer >/dev/null; then
+# Reinstall when a package or any console script of setup.py is missing (an older editable
+# install lacks the commands added since).
+missing=0
+for command in $(sed -n 's/^ *"\(t2t-lite-[a-z-]*\) = .*/\1/p' setup.py); do
+  command -v "$command" >/dev/null || missing=1
+done
+if ! python -c "import t2t_lite, tensorflow_text, jax, pytest" 2>/dev/null || [ "$missing" = 1 ]; then
   python -m pip install --quiet --upgrade pip
   python -m pip install --quiet -e ".[test]"
 fi
