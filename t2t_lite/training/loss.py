@@ -50,8 +50,8 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
 
 
 def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
-  """`smoothed_cross_entropy` for TensorFlow training: the same three values, about 2.5x (tiny,
-  vocab 8k) to 7x (vocab 32k) faster with its gradient (scripts/bench_train.py --loss).
+  """`smoothed_cross_entropy` for TensorFlow training: the same three values; with its gradient
+  3.4x (vocab 8k) and 2.5x (vocab 32k) faster on 2048 tokens here (scripts/bench_train.py --loss).
 
   The loss is memory-bound (it reads [tokens, vocab] logits a few times and writes their
   gradient), so the win is in touching that tensor less:
