@@ -13,7 +13,7 @@ import pytest
 from keras import ops
 
 from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
-                                           run_beam_search, tile_to_beams, top_candidates)
+                                           run_beam_search, tile_to_beams)
 from t2t_lite.decoding.sampling import greedy_search, sampling_search
 
 pytestmark = pytest.mark.backend_independent
@@ -300,24 +300,6 @@ def test_sampling_is_reproducible_and_top_1_is_greedy():
 
 
 # ---------------------------------------------------------------- helpers and arguments
-
-
-@pytest.mark.parametrize("vocab", [3, 50])
-def test_two_stage_top_candidates_equal_one_flat_top_k(vocab):
-  """Against numpy's stable sort of the flattened [beam * V] row, ties included."""
-  rng = np.random.default_rng(vocab)
-  beam, k = 4, 8
-  # Few distinct values, so many ties; plus -inf (empty beams) as at the first step.
-  log_probs = rng.integers(-6, 0, (5, beam, vocab)).astype("float32")
-  log_probs[0, 1:] = -np.inf
-  best, beams, tokens = (numpy(t) for t in compiled(lambda x: top_candidates(x, k))(log_probs))
-  for row in range(5):
-    flat = log_probs[row].reshape(-1)
-    order = np.argsort(-flat, kind="stable")[:k]  # descending; ties: lower flat index first
-    np.testing.assert_array_equal(best[row], flat[order])
-    finite = np.isfinite(flat[order])  # among -inf ties any order is as good
-    np.testing.assert_array_equal(beams[row][finite], (order // vocab)[finite])
-    np.testing.assert_array_equal(tokens[row][finite], (order % vocab)[finite])
 
 
 def test_tile_and_gather_beams():

@@ -117,27 +117,6 @@ def init_state(initial_cache, batch_size, beam_size, max_decode_length):
       cache=tile_to_beams(initial_cache, beam_size))                            # [batch*beam, ...]
 
 
-def top_candidates(log_probs, k):
-  """The k best (beam, token) pairs of each sentence, as one top_k over [beam * V] would give.
-
-  Two stages: the k best tokens of each beam ([b, beam, V] -> [b, beam, k]), then the k best of
-  those beam * k. The global k best are among them (no beam holds more than k of them), and ties
-  resolve as in the flat top_k (lower beam, then lower token), since both stages prefer lower
-  indices. Sorting beam * k values instead of beam * V is what makes it cheap under XLA, whose
-  CPU top_k sorts the whole row.
-
-  Returns:
-    (log_probs [b, k] float32 best first, beams [b, k] int32, tokens [b, k] int32).
-  """
-  batch, beam, vocab = ops.shape(log_probs)[0], log_probs.shape[1], log_probs.shape[2]
-  per_beam_k = min(k, vocab)
-  per_beam, tokens = ops.top_k(log_probs, per_beam_k)                            # [b, beam, k']
-  best, flat = ops.top_k(ops.reshape(per_beam, (batch, beam * per_beam_k)), k)   # [b, k]
-  beams = ops.cast(ops.floor_divide(flat, per_beam_k), "int32")                  # [b, k]
-  tokens = ops.take_along_axis(ops.reshape(tokens, (batch, beam * per_beam_k)), flat, axis=1)
-  return best, beams, ops.cast(tokens, "int32")
-
-
 def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id):
   """One step: extend every alive hypothesis by one token, update alive and finished."""
   step = state.step                                                              # []
@@ -148,7 +127,10 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
   log_probs = log_probs + state.alive_log_probs[:, :, None]                      # [b, beam, V]
 
   # Every candidate has length step + 1, so ranking by log-prob is ranking by score.
-  topk_log_probs, topk_beams, topk_tokens = top_candidates(log_probs, 2 * beam_size)  # [b, 2*beam]
+  flat_log_probs = ops.reshape(log_probs, (batch_size, beam_size * vocab_size))  # [b, beam*V]
+  topk_log_probs, topk_flat = ops.top_k(flat_log_probs, 2 * beam_size)           # [b, 2*beam]
+  topk_beams = ops.floor_divide(topk_flat, vocab_size)                           # [b, 2*beam]
+  topk_tokens = ops.cast(ops.mod(topk_flat, vocab_size), "int32")                # [b, 2*beam]
   topk_ids = _gather(state.alive_ids, topk_beams)                                # [b, 2*beam, L+1]
   topk_ids = write_at(topk_ids, step + 1, topk_tokens)                           # [b, 2*beam, L+1]
   topk_finished = (topk_tokens == eos_id) & (topk_log_probs > NEG_INF)           # [b, 2*beam]
