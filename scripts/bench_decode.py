@@ -134,13 +134,18 @@ def ctranslate2_twin(model, directory):
   return directory
 
 
-def timed(fn, source, repeats):
-  """Seconds per call (after a warm-up call that traces), and the last call's result."""
+def timed(fn, source, repeats, min_seconds=3.0):
+  """Seconds per call (after a warm-up call that traces), and the last call's result.
+
+  At least `repeats` calls and at least `min_seconds` of them: sub-second configurations timed
+  twice were noisy here (tiny beam 4 at batch 64 read 3,400-5,300 tok/s from run to run).
+  """
   fn(source)
-  start = time.perf_counter()
-  for _ in range(repeats):
+  calls, start = 0, time.perf_counter()
+  while calls < repeats or time.perf_counter() - start < min_seconds:
     result = fn(source)
-  return (time.perf_counter() - start) / repeats, result
+    calls += 1
+  return (time.perf_counter() - start) / calls, result
 
 
 def ctranslate2_runs(model, source, workdir, threads):
