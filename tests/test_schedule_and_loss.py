@@ -99,3 +99,20 @@ def test_fast_loss_and_its_gradient_equal_the_reference(eps, graph):
   np.testing.assert_allclose(fast[3], slow[3], atol=1e-6)
   np.testing.assert_allclose(fast[4], slow[4], atol=1e-6)
   assert np.all(fast[3][0, 3:] == 0) and np.all(fast[3][2, 1:] == 0)  # padding gets no gradient
+
+
+def test_fast_loss_keeps_working_as_batch_shapes_change():
+  """Training feeds a new [batch, length] for each length bucket; the compiled kernel then
+  traces with unknown dimensions and must still give the reference values."""
+  import tensorflow as tf
+  from t2t_lite.training.loss import fast_smoothed_cross_entropy
+  rng = np.random.default_rng(2)
+  for batch, length in ((3, 5), (2, 9), (4, 2), (1, 7)):
+    logits = rng.normal(size=(batch, length, 13)).astype("float32")
+    targets = rng.integers(0, 13, size=(batch, length))
+    loss, count, nll = (float(t) for t in fast_smoothed_cross_entropy(
+        tf.constant(logits), tf.constant(targets, tf.int32), 0.1))
+    ref_loss, ref_count, ref_nll = _reference_loss(logits.astype("float64"), targets, 0.1)
+    assert count == ref_count
+    assert loss == pytest.approx(ref_loss, rel=1e-5)
+    assert nll == pytest.approx(ref_nll, rel=1e-5)

@@ -10,9 +10,20 @@ T2T subtracts the entropy of that target distribution so that a perfect model sc
 the same, so reported losses are comparable with T2T's.
 """
 
+import functools
 import math
 
 from keras import ops
+
+
+def smoothed_target(label_smoothing, vocab_size):
+  """(confidence, low, entropy) of the smoothed target distribution over `vocab_size` tokens:
+  `1 - eps` on the true token, `eps / (V - 1)` on each other one, and its entropy (which T2T
+  subtracts so that a perfect model scores 0)."""
+  confidence = 1.0 - label_smoothing
+  low = label_smoothing / (vocab_size - 1.0)
+  entropy = -(confidence * math.log(confidence) + (vocab_size - 1.0) * low * math.log(low + 1e-20))
+  return confidence, low, entropy
 
 
 def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
@@ -26,7 +37,6 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
     log-likelihood, for perplexity.
   """
   logits = ops.cast(logits, "float32")
-  vocab_size = ops.shape(logits)[-1]
   log_probs = ops.log_softmax(logits, axis=-1)                          # [B, T, V]
   true_log_prob = ops.squeeze(
       ops.take_along_axis(log_probs, ops.expand_dims(ops.cast(targets, "int32"), -1), axis=-1),
@@ -34,13 +44,9 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
   weights = ops.cast(ops.not_equal(targets, pad_id), "float32")         # [B, T]
   nll = -true_log_prob
   if label_smoothing > 0:
-    confidence = 1.0 - label_smoothing
-    low = label_smoothing / (ops.cast(vocab_size, "float32") - 1.0)
+    confidence, low, entropy = smoothed_target(label_smoothing, logits.shape[-1])
     sum_log_probs = ops.sum(log_probs, axis=-1)                         # [B, T]
-    loss = -confidence * true_log_prob - low * (sum_log_probs - true_log_prob)
-    normalizer = -(confidence * math.log(confidence) +
-                   (ops.cast(vocab_size, "float32") - 1.0) * low * ops.log(low + 1e-20))
-    loss = loss - normalizer
+    loss = -confidence * true_log_prob - low * (sum_log_probs - true_log_prob) - entropy
   else:
     loss = nll
   return ops.sum(loss * weights), ops.sum(weights), ops.sum(nll * weights)
@@ -51,7 +57,7 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
 
 def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
   """`smoothed_cross_entropy` for TensorFlow training: the same three values; with its gradient
-  3.4x (vocab 8k) and 2.5x (vocab 32k) faster on 2048 tokens here (scripts/bench_train.py --loss).
+  3.5x (vocab 8k) and 3.4x (vocab 32k) faster on 2048 tokens here (scripts/bench_train.py --loss).
 
   The loss is memory-bound (it reads [tokens, vocab] logits a few times and writes their
   gradient), so the win is in touching that tensor less:
@@ -69,33 +75,31 @@ def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
   flat_logits = tf.reshape(tf.cast(logits, tf.float32), [-1, vocab_size])       # [N, V]
   flat_targets = tf.reshape(tf.cast(targets, tf.int32), [-1])                   # [N]
   weights = tf.cast(tf.not_equal(flat_targets, pad_id), tf.float32)             # [N]
-  loss_sum, nll_sum = _loss_sums(float(label_smoothing))(flat_logits, flat_targets, weights)
+  loss_sum, nll_sum = _loss_sums(float(label_smoothing), vocab_size)(flat_logits, flat_targets,
+                                                                     weights)
   return loss_sum, tf.reduce_sum(weights), nll_sum
 
 
-_LOSS_SUMS = {}
+@functools.lru_cache(maxsize=None)
+def _loss_sums(label_smoothing, vocab):
+  """The XLA-compiled `(logits [N, V], targets [N], weights [N]) -> (loss_sum, nll_sum)`.
 
-
-def _loss_sums(label_smoothing):
-  """The XLA-compiled `(logits [N, V], targets [N], weights [N]) -> (loss_sum, nll_sum)`."""
-  if label_smoothing in _LOSS_SUMS:
-    return _LOSS_SUMS[label_smoothing]
+  One function per (label_smoothing, vocab): with reduce_retracing the traced logits shape
+  becomes [None, None] once N varies, so V is passed here as a Python int.
+  """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   eps = label_smoothing
+  confidence, low, entropy = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
 
   @tf.custom_gradient
   def sums(logits, targets, weights):
-    vocab = tf.cast(tf.shape(logits)[-1], tf.float32)
-    confidence, low = 1.0 - eps, eps / (vocab - 1.0)
     top = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))    # [N, 1]
     log_z = tf.math.log(tf.reduce_sum(tf.exp(logits - top), -1, keepdims=True)) + top  # [N, 1]
     true_logit = tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]      # [N]
     nll = log_z[:, 0] - true_logit                                            # -logp[y]
     if eps > 0:
       sum_log_probs = tf.reduce_sum(logits, -1) - vocab * log_z[:, 0]         # sum_j logp[j]
-      normalizer = -(confidence * math.log(confidence) +
-                     (vocab - 1.0) * low * tf.math.log(low + 1e-20))
-      loss = confidence * nll - low * (sum_log_probs + nll) - normalizer
+      loss = confidence * nll - low * (sum_log_probs + nll) - entropy
     else:
       loss = nll
 
@@ -107,12 +111,11 @@ def _loss_sums(label_smoothing):
       probs = tf.exp(logits - log_z)                                          # [N, V]
       scale = weights * (d_loss + d_nll)                                      # [N]
       on_true = weights * (d_loss * (confidence - low) + d_nll)               # [N]
-      one_hot = tf.one_hot(targets, tf.shape(logits)[-1], dtype=tf.float32)   # fused by XLA
+      one_hot = tf.one_hot(targets, vocab, dtype=tf.float32)                  # fused by XLA
       d_logits = (probs * scale[:, None] - (weights * d_loss * low)[:, None]
                   - one_hot * on_true[:, None])
       return d_logits, None, None
 
     return (tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights)), grad
 
-  _LOSS_SUMS[label_smoothing] = tf.function(sums, jit_compile=True, reduce_retracing=True)
-  return _LOSS_SUMS[label_smoothing]
+  return tf.function(sums, jit_compile=True, reduce_retracing=True)
