@@ -79,7 +79,6 @@ def ctranslate2_twin(model, directory):
   id 0 is the decoder start `<s>` (T2T starts from PAD), id 1 the EOS `</s>`. Our kernels are
   [in, out]; CTranslate2's linear weights are [out, in], so every kernel is transposed.
   """
-  import ctranslate2  # pylint: disable=import-outside-toplevel
   from ctranslate2.specs import transformer_spec  # pylint: disable=import-outside-toplevel
   if model.norm_type != "pre" or model.position_encoding != "sinusoid":
     raise ValueError("The CTranslate2 twin covers the pre-norm, sinusoid sets (tiny, base, big).")
@@ -130,7 +129,6 @@ def ctranslate2_twin(model, directory):
   spec.optimize("float32")
   os.makedirs(directory, exist_ok=True)
   spec.save(directory)
-  del ctranslate2
   return directory
 
 

@@ -26,6 +26,7 @@ Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 
 import argparse
 import os
+import tempfile
 import time
 
 os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
@@ -96,8 +97,8 @@ class KerasHubPeer(keras.Model):
 def make_step(model, hp, loss="keras", xla=False):
   """A Keras user's training step: Adam (paper betas) and a label-smoothed cross entropy.
 
-  loss: "keras" (CategoricalCrossentropy on one-hot targets, padding masked), "t2t_lite" (our
-  fused kernel) or "reference" (our keras.ops loss, autodiff).
+  loss: "keras" (CategoricalCrossentropy on one-hot targets, padding masked) or "t2t_lite" (our
+  fused kernel).
   """
   optimizer = keras.optimizers.Adam(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
   keras_loss = keras.losses.CategoricalCrossentropy(
@@ -108,8 +109,7 @@ def make_step(model, hp, loss="keras", xla=False):
       weights = tf.cast(targets != 0, tf.float32)
       one_hot = tf.one_hot(targets, tf.shape(logits)[-1])
       return keras_loss(one_hot, logits, sample_weight=weights) / tf.reduce_sum(weights)
-    fn = fast_smoothed_cross_entropy if loss == "t2t_lite" else smoothed_cross_entropy
-    loss_sum, count, _ = fn(logits, targets, hp.label_smoothing)
+    loss_sum, count, _ = fast_smoothed_cross_entropy(logits, targets, hp.label_smoothing)
     return loss_sum / count
 
   @tf.function(jit_compile=xla or None)
@@ -124,7 +124,6 @@ def make_step(model, hp, loss="keras", xla=False):
 
 def trainer_step(hp, vocab, xla=False):
   """t2t_lite's own training step, through the Trainer (output in a temporary directory)."""
-  import tempfile
   trainer = trainer_lib.Trainer(hp.replace(xla_compile=xla), vocab,
                                 tempfile.mkdtemp(prefix="bench_train_"))
   return lambda batch: trainer.train_step(batch)[0]
@@ -180,7 +179,6 @@ def multi30k_batches(hp, count=8):
   here = os.path.dirname(os.path.abspath(__file__))
   raw = os.path.join(here, "..", "..", "shared", "data", "multi30k")
   problem = get_problem("translate_ende_multi30k", raw_data_dir=raw)
-  import tempfile
   data = problem.dataset("train", tempfile.mkdtemp(prefix="bench_train_"), hp, training=True)
   return [{k: v.numpy() for k, v in b.items()} for b, _ in zip(data, range(count))]
 
@@ -248,6 +246,7 @@ def peer_step(hp, vocab, first_batch, loss, xla):
   model = KerasHubPeer(hp, vocab)
   model(first_batch)
   return make_step(model, hp, loss, xla)
+
 
 if __name__ == "__main__":
   main()

@@ -127,7 +127,7 @@ class Trainer:
     global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
     with tf.GradientTape() as tape:
       logits = self.model(batch, training=True)
-      loss_sum, _, nll_sum = fast_smoothed_cross_entropy(logits, targets, hp.label_smoothing)
+      loss_sum, _, _ = fast_smoothed_cross_entropy(logits, targets, hp.label_smoothing)
       loss = loss_sum / tf.maximum(global_tokens, 1.0)
       scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
     grads = tape.gradient(scaled, self.model.trainable_variables)
