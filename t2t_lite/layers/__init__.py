@@ -2,6 +2,7 @@
 
 from t2t_lite.layers.decoder import Decoder
 from t2t_lite.layers.decoder_layer import DecoderLayer
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.encoder import Encoder
 from t2t_lite.layers.encoder_layer import EncoderLayer
 from t2t_lite.layers.feed_forward import FeedForward
@@ -11,7 +12,7 @@ from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 
 __all__ = [
-    "Decoder", "DecoderLayer", "Encoder", "EncoderLayer", "FeedForward",
+    "Decoder", "DecoderLayer", "Dropout", "Encoder", "EncoderLayer", "FeedForward",
     "LearnedPositionEmbedding", "MultiHeadAttention", "SharedEmbedding",
     "SinusoidalPositionEncoding",
 ]

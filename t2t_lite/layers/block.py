@@ -6,6 +6,7 @@ Not layers to use by themselves; see `EncoderLayer`, `DecoderLayer`, `Encoder` a
 import keras
 
 from t2t_lite.layers import common
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.feed_forward import FeedForward
 from t2t_lite.layers.multi_head_attention import MultiHeadAttention
 
@@ -64,7 +65,7 @@ class BlockLayer(keras.layers.Layer):
     return norm
 
   def make_residual_dropout(self):
-    return keras.layers.Dropout(self.dropout, dtype=self.dtype_policy, name="residual_dropout")
+    return Dropout(self.dropout, dtype=self.dtype_policy, name="residual_dropout")
 
   def check_inputs(self, inputs):
     common.check_rank("inputs", inputs, (3,), "[batch, length, hidden_size]")

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers import common
+from t2t_lite.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -54,7 +55,7 @@ class FeedForward(keras.layers.Layer):
                                     initializer="glorot_uniform")
     self.bias_2 = self.add_weight(name="bias_2", shape=(self._output_channels,),
                                   initializer="zeros")
-    self.dropout = keras.layers.Dropout(self.relu_dropout, dtype=self.dtype_policy)
+    self.dropout = Dropout(self.relu_dropout, dtype=self.dtype_policy)
 
   def call(self, inputs, training=None):
     if len(inputs.shape) < 2:

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers import common
+from t2t_lite.layers.dropout import Dropout
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -108,7 +109,7 @@ class MultiHeadAttention(keras.layers.Layer):
           initializer=common.fused_glorot_uniform([kc, vc]))
     self.output_kernel = self.add_weight(name="output_kernel", shape=(vc, self._output_channels),
                                          initializer="glorot_uniform")
-    self.weights_dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
+    self.weights_dropout = Dropout(self.attention_dropout, dtype=self.dtype_policy)
 
   def _check_divisible(self, **channels):
     for name, value in channels.items():

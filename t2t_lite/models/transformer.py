@@ -15,6 +15,7 @@ from t2t_lite import registry
 from t2t_lite.layers import common
 from t2t_lite.layers.block import BLOCK_SETTINGS
 from t2t_lite.layers.decoder import Decoder
+from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.encoder import Encoder
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
 from t2t_lite.layers.shared_embedding import SharedEmbedding
@@ -102,7 +103,7 @@ class Transformer(keras.Model):
     else:
       self.position = LearnedPositionEmbedding(max_position, dtype=self.dtype_policy,
                                                name="position")
-    self.embedding_dropout = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
+    self.embedding_dropout = Dropout(dropout, dtype=self.dtype_policy)
     self.encoder = Encoder(num_encoder_layers, dtype=self.dtype_policy, name="encoder", **block)
     self.decoder = Decoder(num_decoder_layers, dtype=self.dtype_policy, name="decoder", **block)
 
