@@ -116,3 +116,48 @@ def test_fast_loss_keeps_working_as_batch_shapes_change():
     assert count == ref_count
     assert loss == pytest.approx(ref_loss, rel=1e-5)
     assert nll == pytest.approx(ref_nll, rel=1e-5)
+
+
+@pytest.mark.parametrize("compact,jit", [(True, False), (False, False), (False, True)])
+def test_projected_loss_and_gradients_equal_projection_then_reference(compact, jit):
+  """The fused projection + loss against `smoothed_cross_entropy(features @ table^T)` by autodiff,
+  with padding (compacted away, or weighted 0) and row padding (row_multiple 4)."""
+  import tensorflow as tf
+  from t2t_lite.training.loss import projected_cross_entropy
+  rng = np.random.RandomState(0)
+  features = tf.constant(rng.normal(size=(3, 5, 8)).astype("float32"))
+  table = tf.constant(rng.normal(size=(13, 8)).astype("float32"))
+  targets = tf.constant([[4, 2, 12, 0, 0], [1, 3, 0, 0, 0], [5, 6, 7, 8, 9]], tf.int32)
+
+  def values_and_grads(loss_fn):
+    with tf.GradientTape() as tape:
+      tape.watch([features, table])
+      loss, count, nll = loss_fn()
+    return (loss, count, nll) + tuple(tape.gradient(loss, [features, table]))
+
+  expected = values_and_grads(lambda: smoothed_cross_entropy(
+      tf.matmul(features, table, transpose_b=True), targets, 0.1))
+  fused = tf.function(lambda: values_and_grads(lambda: projected_cross_entropy(
+      features, table, targets, 0.1, compact=compact, row_multiple=4)), jit_compile=jit or None)
+  actual = fused()
+  for a, e in zip(actual, expected):
+    np.testing.assert_allclose(ops.convert_to_numpy(a), ops.convert_to_numpy(e), rtol=1e-4, atol=1e-5)
+  assert float(actual[1]) == 10.0
+  # Padded positions get no gradient.
+  np.testing.assert_array_equal(ops.convert_to_numpy(actual[3])[0, 3:], 0.0)
+
+
+def test_projected_loss_under_float16_features_and_changing_shapes():
+  import tensorflow as tf
+  from t2t_lite.training.loss import projected_cross_entropy
+  rng = np.random.RandomState(1)
+  table = tf.constant(rng.normal(size=(11, 4)).astype("float32"))
+  fn = tf.function(lambda f, t: projected_cross_entropy(f, table, t, 0.1), reduce_retracing=True)
+  for batch, length in ((2, 3), (4, 7), (1, 2)):
+    features = rng.normal(size=(batch, length, 4)).astype("float32")
+    targets = rng.randint(0, 11, (batch, length)).astype("int32")
+    expected = smoothed_cross_entropy(features @ table.numpy().T, targets, 0.1)
+    for dtype, tol in ((tf.float32, 1e-5), (tf.float16, 2e-2)):
+      actual = fn(tf.constant(features, dtype), tf.constant(targets))
+      np.testing.assert_allclose([float(a) for a in actual], [float(e) for e in expected], rtol=tol,
+                                 atol=tol)

@@ -72,6 +72,14 @@ def test_call_returns_float32_logits_and_is_registered():
   assert registry.models.get("transformer") is Transformer
 
 
+def test_features_are_the_decoder_output_before_the_shared_projection():
+  model = tiny_model()
+  features = to_np(model.features({"inputs": SOURCE, "targets": TARGETS}))
+  assert features.shape == (2, 5, TINY["hidden_size"])
+  table = to_np(model.embedding.embeddings)
+  np.testing.assert_allclose(features @ table.T, logits_of(model), rtol=1e-5, atol=1e-5)
+
+
 def test_future_target_tokens_never_change_earlier_outputs():
   model = tiny_model()
   base = logits_of(model)

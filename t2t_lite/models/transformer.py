@@ -141,13 +141,19 @@ class Transformer(keras.Model):
   # Teacher forcing.
 
   def call(self, inputs, training=None):
+    """{"inputs": [B, S], "targets": [B, T]} -> float32 logits [B, T, V] (teacher forcing)."""
+    return self.embedding(self.features(inputs, training=training), reverse=True)
+
+  def features(self, inputs, training=None):
+    """The decoder's output before the pre-softmax projection, [B, T, d]: `call` without the
+    projection, for a loss that fuses it (`t2t_lite.training.loss.projected_cross_entropy`)."""
     if not isinstance(inputs, dict) or not {"inputs", "targets"} <= set(inputs):
       raise ValueError("Transformer expects a dict {'inputs': int [batch, source_length], "
                        "'targets': int [batch, target_length]}; got "
                        f"{sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__}.")
     memory, source_mask = self.encode(inputs["inputs"], training=training)
     target_ids = self._check_ids("targets", inputs["targets"])
-    return self._decode(target_ids, memory, source_mask, training)
+    return self._decode(target_ids, memory, source_mask, training, project=False)
 
   def _check_ids(self, name, ids):
     return common.check_int_ids(name, ids, (2,), "[batch, length]")
@@ -164,13 +170,15 @@ class Transformer(keras.Model):
     """[B, T] targets -> decoder input [B, T]: START_ID, then targets[:, :-1]."""
     return ops.pad(target_ids[:, :-1], [(0, 0), (1, 0)], constant_values=START_ID)
 
-  def _decode(self, target_ids, memory, source_mask, training, return_attention_scores=False):
+  def _decode(self, target_ids, memory, source_mask, training, return_attention_scores=False,
+              project=True):
     decoder_input = self._embed(self._shift_right(target_ids), training)
     outputs = self.decoder(decoder_input, memory, memory_padding_mask=source_mask,
                            return_attention_scores=return_attention_scores, training=training)
     x, scores = outputs if return_attention_scores else (outputs, None)
-    logits = self.embedding(x, reverse=True)  # float32 [B, T, V]
-    return (logits, scores) if return_attention_scores else logits
+    if project:
+      x = self.embedding(x, reverse=True)  # float32 logits [B, T, V]
+    return (x, scores) if return_attention_scores else x
 
   # Incremental decoding.
 

@@ -23,7 +23,7 @@ import tensorflow as tf
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.training import distribute, model_dir
-from t2t_lite.training.loss import fast_smoothed_cross_entropy
+from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
 from t2t_lite.training.schedule import TransformerSchedule
 
 
@@ -126,8 +126,12 @@ class Trainer:
     ctx = tf.distribute.get_replica_context()
     global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
     with tf.GradientTape() as tape:
-      logits = self.model(batch, training=True)
-      loss_sum, _, _ = fast_smoothed_cross_entropy(logits, targets, hp.label_smoothing)
+      # The pre-softmax projection is fused into the loss (it drops padded positions and
+      # computes the gradient in the same pass); the logits are never stored.
+      features = self.model.features(batch, training=True)
+      table = tf.convert_to_tensor(self.model.embedding.embeddings)
+      loss_sum, _, _ = projected_cross_entropy(features, table, targets, hp.label_smoothing,
+                                               compact=not hp.xla_compile)
       loss = loss_sum / tf.maximum(global_tokens, 1.0)
       scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
     grads = tape.gradient(scaled, self.model.trainable_variables)
