@@ -9,7 +9,9 @@ CTranslate2's benchmark. Target tokens/s counts batch x 30 per sentence (the bes
 "cached" is t2t_lite's decoder (key/value cache, search loop compiled with XLA: the default);
 "graph (xla=false)" the same search as a plain TF graph. "uncached" recomputes the decoder over
 the whole prefix at every step (the encoder once, logits only for the last position): stricter
-than T2T's slow decoding, which re-ran the whole model, encoder included.
+than T2T's slow decoding; "uncached, whole model (T2T)" is T2T's slow decoding itself
+(`_slow_greedy_infer`: the whole model, encoder included, re-run on the prefix at every step).
+Both must give the cached search's greedy outputs; the run counts identical sentences.
 CTranslate2 (`pip install ctranslate2`, not a dependency; skipped when missing) runs the same
 random weights, written into a CTranslate2 model by `ctranslate2_twin`, with `intra_threads` =
 the cores; the run prints how many greedy outputs are identical token for token.
@@ -69,6 +71,26 @@ def uncached_greedy(model):
     for _ in range(LENGTH):
       prefix = tf.concat([prefix, next_token(memory, mask, prefix)[:, None]], 1)
     return prefix.numpy()
+  return run
+
+
+def uncached_whole_model(model):
+  """T2T's slow decoding (`_slow_greedy_infer`): every step re-runs the whole model, encoder
+  included, on the source and the prefix, and takes the last position's logits."""
+  @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
+                                tf.TensorSpec([None, None], tf.int32)])
+  def next_token(source, targets):
+    logits = model({"inputs": source, "targets": targets}, training=False)[:, -1]
+    logits += tf.one_hot(EOS, model.vocab_size) * -1e9
+    return tf.argmax(logits, -1, output_type=tf.int32)
+
+  def run(source):
+    decoded = tf.zeros((source.shape[0], 0), tf.int32)
+    for _ in range(LENGTH):
+      # The model shifts targets right, so position t sees decoded[:t]; the last slot is a dummy.
+      targets = tf.concat([decoded, tf.zeros((source.shape[0], 1), tf.int32)], 1)
+      decoded = tf.concat([decoded, next_token(source, targets)[:, None]], 1)
+    return tf.pad(decoded, [[0, 0], [1, 0]]).numpy()
   return run
 
 
@@ -209,6 +231,7 @@ def main():
           runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
               lambda s, f=search: [t.numpy() for t in f(s)])
       runs["greedy, uncached"] = uncached_greedy(model)
+      runs["greedy, uncached, whole model (T2T)"] = uncached_whole_model(model)
       if ct2:
         runs.update(ctranslate2_runs(model, source, args.workdir, threads))
       rates, outputs = {}, {}
@@ -217,8 +240,15 @@ def main():
         rates[name] = batch * LENGTH / seconds
         print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / seconds:,.1f} |", flush=True)
       for cached in ("greedy, cached", "greedy, cached, graph (xla=false)"):
-        print(f"| {shape} | {batch} | {cached} / greedy, uncached (graph) | "
-              f"{rates[cached] / rates['greedy, uncached']:.1f}x | |", flush=True)
+        for uncached in ("greedy, uncached", "greedy, uncached, whole model (T2T)"):
+          print(f"| {shape} | {batch} | {cached} / {uncached} | "
+                f"{rates[cached] / rates[uncached]:.1f}x | |", flush=True)
+      cached_ids = outputs["greedy, cached"][0][:, 0]
+      for uncached in ("greedy, uncached", "greedy, uncached, whole model (T2T)"):
+        ids = outputs[uncached][:, 1:]
+        same = sum(np.array_equal(a[:LENGTH], b[:LENGTH]) for a, b in zip(cached_ids, ids))
+        print(f"| {shape} | {batch} | {uncached}: outputs identical to cached | {same}/{batch} "
+              "sentences | |", flush=True)
       if ct2:
         for ours, theirs in (("greedy, cached", "CTranslate2 float32, greedy"),
                              ("beam 4, cached", "CTranslate2 float32, beam 4")):

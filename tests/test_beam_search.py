@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
+from t2t_lite.decoding import beam_search as beam_search_lib
+from t2t_lite.decoding.beam_search import (beam_search, blocked_top_k, gather_beams, length_penalty,
                                            run_beam_search, tile_to_beams)
 from t2t_lite.decoding.sampling import greedy_search, sampling_search
 
@@ -268,6 +269,34 @@ def test_beam_one_equals_greedy():
     row = numpy(greedy_ids)[b]
     assert tuple(row[:len(expected)]) == expected and not row[len(expected):].any()
     np.testing.assert_allclose(numpy(greedy_scores)[b], log_prob, rtol=1e-5)
+
+
+@pytest.mark.parametrize("n, k", [(1200, 2), (4097, 8), (128 * 50, 8), (40, 8)])
+def test_blocked_top_k_equals_top_k(n, k):
+  rng = np.random.default_rng(n)
+  x = rng.normal(size=(3, n)).astype("float32")
+  x[1, : n // 2] = -np.inf           # empty beams score -inf
+  x[2, rng.integers(0, n, 5)] = 9.0  # the winners crowd into few blocks
+  values, index = blocked_top_k(ops.convert_to_tensor(x), k)
+  expected_values, expected_index = ops.top_k(ops.convert_to_tensor(x), k)
+  np.testing.assert_array_equal(numpy(values), numpy(expected_values))
+  np.testing.assert_array_equal(numpy(index), numpy(expected_index))
+
+
+def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_blocked_top_k(monkeypatch):
+  """Vocab 3000, beam 4: candidates [batch, 12000] take the blocked path; plain top_k agrees."""
+  rng = np.random.default_rng(3)
+  table = ops.convert_to_tensor(rng.normal(size=(3000, 3000)).astype("float32") * 3)
+
+  def symbols_to_logits(ids, step, cache):
+    return ops.take(table, ids, axis=0) + cache["bias"], cache
+
+  cache = {"bias": ops.convert_to_tensor(rng.normal(size=(2, 3000)).astype("float32"))}
+  blocked = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
+  monkeypatch.setattr(beam_search_lib, "blocked_top_k", ops.top_k)
+  plain = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
+  np.testing.assert_array_equal(numpy(blocked[0]), numpy(plain[0]))
+  np.testing.assert_allclose(numpy(blocked[1]), numpy(plain[1]), rtol=1e-6)
 
 
 # ---------------------------------------------------------------- sampling
