@@ -50,8 +50,11 @@ class NoEos:
   def init_cache(self, *args):
     return self.model.init_cache(*args)
 
-  def decode_step(self, ids, step, cache):
-    logits, cache = self.model.decode_step(ids, step, cache)
+  def output_projection(self):
+    return self.model.output_projection()
+
+  def decode_step(self, ids, step, cache, **kwargs):
+    logits, cache = self.model.decode_step(ids, step, cache, **kwargs)
     return logits + tf.one_hot(EOS, self.vocab_size) * -1e9, cache
 
 

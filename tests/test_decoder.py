@@ -5,6 +5,7 @@ import sys
 
 import numpy as np
 import pytest
+from keras import ops
 
 from t2t_lite.bin import decoder as decoder_cli
 from t2t_lite.decoding import decoder
@@ -84,7 +85,20 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
   hparams, model, _ = trainer.restore_model(str(model_dir))
   vocab = decoder.load_vocab(str(model_dir))
   alpha = 0.6
-  search = make_search_fn(model, DecodeHParams(beam_size=4, alpha=alpha, extra_length=10), 1024)
+  # The 30-step model may never rank EOS high enough to finish a hypothesis; a fixed bonus on
+  # the EOS logit, applied to the search and to the reference alike, makes finished ones certain.
+  eos_bonus = ops.one_hot(EOS_ID, model.vocab_size) * 3.0
+
+  class EosBonus:
+    vocab_size = model.vocab_size
+    encode, init_cache, output_projection = model.encode, model.init_cache, model.output_projection
+
+    def decode_step(self, *args, **kwargs):
+      logits, cache = model.decode_step(*args, **kwargs)
+      return logits + eos_bonus, cache
+
+  search = make_search_fn(EosBonus(), DecodeHParams(beam_size=4, alpha=alpha, extra_length=10),
+                          1024)
   sources = ["A man in a blue shirt .", "Children play outside .", "A dog .", "Two women sing ."]
   encoded = [vocab.encode(s) + [EOS_ID] for s in sources]
   batch = np.zeros((len(sources), max(map(len, encoded))), np.int32)
@@ -105,7 +119,7 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
         target = hypothesis
       kinds.add(finished)
       logits = model({"inputs": np.array([source]), "targets": np.array([target])}, training=False)
-      log_probs = np.asarray(logits, np.float64)
+      log_probs = np.asarray(logits + eos_bonus, np.float64)
       log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
       total = sum(log_probs[0, t, tok] for t, tok in enumerate(target))
       # Finished hypotheses carry the GNMT length penalty; unfinished ones their raw log-prob.

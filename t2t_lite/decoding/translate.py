@@ -51,9 +51,12 @@ def make_search_fn(model, decode_hparams, max_position):
     # The source mask and memory keys/values are the same for every beam of a sentence: tiled
     # once here and captured by the loop body, never reordered by the beam search.
     fixed = search_lib.tile_to_beams(fixed, dh.beam_size) if dh.beam_size > 1 else fixed
+    # The transposed embedding, once per search, not once per step (see output_projection).
+    projection = ({"output_projection": model.output_projection()}
+                  if hasattr(model, "output_projection") else {})
 
     def symbols_to_logits(ids, step, growing):
-      logits, cache = model.decode_step(ids, step, join_cache(growing, fixed))
+      logits, cache = model.decode_step(ids, step, join_cache(growing, fixed), **projection)
       return logits, split_cache(cache)[0]
 
     if dh.beam_size > 1:
