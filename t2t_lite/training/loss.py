@@ -80,6 +80,18 @@ def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
   return loss_sum, tf.reduce_sum(weights), nll_sum
 
 
+def _token_losses(logits, log_z, targets, label_smoothing, vocab):
+  """Per-token (nll, smoothed loss) [N] from TF logits [N, V] and their log-partition log_z [N]:
+  the forward of both XLA kernels below (each computes log_z its own way)."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  nll = log_z - tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]           # -logp[y]
+  if label_smoothing <= 0:
+    return nll, nll
+  confidence, low, entropy = smoothed_target(label_smoothing, vocab)
+  sum_log_probs = tf.reduce_sum(logits, -1) - vocab * log_z                      # sum_j logp[j]
+  return nll, confidence * nll - low * (sum_log_probs + nll) - entropy
+
+
 @functools.lru_cache(maxsize=None)
 def _loss_sums(label_smoothing, vocab):
   """The XLA-compiled `(logits [N, V], targets [N], weights [N]) -> (loss_sum, nll_sum)`.
@@ -89,19 +101,13 @@ def _loss_sums(label_smoothing, vocab):
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   eps = label_smoothing
-  confidence, low, entropy = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
+  confidence, low, _ = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
 
   @tf.custom_gradient
   def sums(logits, targets, weights):
     top = tf.stop_gradient(tf.reduce_max(logits, axis=-1, keepdims=True))    # [N, 1]
     log_z = tf.math.log(tf.reduce_sum(tf.exp(logits - top), -1, keepdims=True)) + top  # [N, 1]
-    true_logit = tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]      # [N]
-    nll = log_z[:, 0] - true_logit                                            # -logp[y]
-    if eps > 0:
-      sum_log_probs = tf.reduce_sum(logits, -1) - vocab * log_z[:, 0]         # sum_j logp[j]
-      loss = confidence * nll - low * (sum_log_probs + nll) - entropy
-    else:
-      loss = nll
+    nll, loss = _token_losses(logits, log_z[:, 0], targets, eps, vocab)       # [N], [N]
 
     def grad(d_loss, d_nll):
       # d loss / d logits = softmax - target distribution (low off the true token, confidence
@@ -188,7 +194,7 @@ def _loss_and_gradient(label_smoothing, vocab):
   d loss_sum / d logits [R, V])`, one function per (label_smoothing, vocab)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   eps = label_smoothing
-  confidence, low, entropy = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
+  confidence, low, _ = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
 
   def kernel(logits, targets, weights):
     logits = tf.cast(logits, tf.float32)
@@ -196,12 +202,7 @@ def _loss_and_gradient(label_smoothing, vocab):
     exp = tf.exp(logits - top)
     total = tf.reduce_sum(exp, -1, keepdims=True)
     log_z = tf.math.log(total)[:, 0] + top[:, 0]                                  # [R]
-    nll = log_z - tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]         # -logp[y]
-    if eps > 0:
-      sum_log_probs = tf.reduce_sum(logits, -1) - vocab * log_z
-      loss = confidence * nll - low * (sum_log_probs + nll) - entropy
-    else:
-      loss = nll
+    nll, loss = _token_losses(logits, log_z, targets, eps, vocab)                 # [R], [R]
     one_hot = tf.one_hot(targets, vocab, dtype=tf.float32)
     d_logits = weights[:, None] * (exp / total - low - one_hot * (confidence - low))
     return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), d_logits
