@@ -274,6 +274,9 @@ def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
   logits = layer(x, reverse=True)
   assert keras.backend.standardize_dtype(logits.dtype) == "float32"
   np.testing.assert_allclose(to_np(logits), x @ table.T, atol=1e-4)
+  np.testing.assert_array_equal(to_np(layer.transposed_table()), table.T)
+  reused = layer(x, reverse=True, transposed_table=layer.transposed_table())
+  np.testing.assert_allclose(to_np(reused), x @ table.T, atol=1e-4)
   no_zero = SharedEmbedding(vocab_size=10, hidden_size=4, zero_pad=False)
   assert np.any(to_np(no_zero(np.array([0]))) != 0)
   with pytest.raises(ValueError, match="integer"):
