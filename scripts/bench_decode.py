@@ -36,6 +36,7 @@ from t2t_lite.models.transformer import Transformer  # noqa: E402
 SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
 LENGTH = 30
 EOS = 1
+UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
 
 
 class NoEos:
@@ -233,8 +234,7 @@ def main():
           search = tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
           runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
               lambda s, f=search: [t.numpy() for t in f(s)])
-      runs["greedy, uncached"] = uncached_greedy(model)
-      runs["greedy, uncached, whole model (T2T)"] = uncached_whole_model(model)
+      runs.update(zip(UNCACHED, (uncached_greedy(model), uncached_whole_model(model))))
       if ct2:
         runs.update(ctranslate2_runs(model, source, args.workdir, threads))
       rates, outputs = {}, {}
@@ -243,11 +243,11 @@ def main():
         rates[name] = batch * LENGTH / seconds
         print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / seconds:,.1f} |", flush=True)
       for cached in ("greedy, cached", "greedy, cached, graph (xla=false)"):
-        for uncached in ("greedy, uncached", "greedy, uncached, whole model (T2T)"):
+        for uncached in UNCACHED:
           print(f"| {shape} | {batch} | {cached} / {uncached} | "
                 f"{rates[cached] / rates[uncached]:.1f}x | |", flush=True)
       cached_ids = outputs["greedy, cached"][0][:, 0]
-      for uncached in ("greedy, uncached", "greedy, uncached, whole model (T2T)"):
+      for uncached in UNCACHED:
         ids = outputs[uncached][:, 1:]
         same = sum(np.array_equal(a[:LENGTH], b[:LENGTH]) for a, b in zip(cached_ids, ids))
         print(f"| {shape} | {batch} | {uncached}: outputs identical to cached | {same}/{batch} "
