@@ -3,6 +3,7 @@
     python scripts/bench_train.py                 # tiny and base, 64x32 and 16x128, + Multi30k
     python scripts/bench_train.py --shapes tiny --steps 10
     python scripts/bench_train.py --loss          # only the projection + loss, 2048 tokens
+    python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
 
 Rows, each timed the same way (warm-up steps, every batch shape traced, excluded):
 - `t2t_lite`: the trainer's own step (`Trainer.train_step`: the model with its hashed dropout,
@@ -168,6 +169,58 @@ def bench_loss(shapes=((8000, 128), (32000, 512)), tokens=2048, repeats=20):
             flush=True)
 
 
+def bench_dropout(shape=(2048, 512), repeats=50):
+  """Dropout (rate 0.1) with its gradient on one [2048, 512] tensor: Keras' layer in a graph
+  and under XLA, against t2t_lite's hashed mask; then a tiny model's forward pass at 64x32 in
+  training (dropout on) and at inference (off), the share of the step dropout takes."""
+  from t2t_lite.layers import Dropout  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training.trainer import build_model  # pylint: disable=import-outside-toplevel
+  x = tf.random.normal(shape)
+
+  def ms(fn, rounds=5):
+    """Milliseconds per call: the fastest of `rounds` rounds of `repeats` calls."""
+    fn()
+    best = float("inf")
+    for _ in range(rounds):
+      start = time.perf_counter()
+      for _ in range(repeats):
+        fn()
+      best = min(best, (time.perf_counter() - start) / repeats * 1000)
+    return best
+
+  def value_and_grad(layer, xla):
+    @tf.function(jit_compile=xla or None)
+    def fn():
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = tf.reduce_sum(layer(x, training=True))
+      return y, tape.gradient(y, x)
+    return lambda: [t.numpy() for t in fn()]
+
+  print("| dropout 0.1, value + gradient, [2048, 512] | ms |")
+  print("|---|---|")
+  for name, layer, xla in (("keras.layers.Dropout, graph", keras.layers.Dropout(0.1), False),
+                           ("keras.layers.Dropout, XLA", keras.layers.Dropout(0.1), True),
+                           ("t2t_lite Dropout (hashed mask)", Dropout(0.1), False)):
+    print(f"| {name} | {ms(value_and_grad(layer, xla)):.2f} |", flush=True)
+  from t2t_lite.layers import dropout as dropout_lib  # pylint: disable=import-outside-toplevel
+  hashed = dropout_lib.tf_dropout
+  keras_mask = lambda x, rate, seed: tf.nn.experimental.stateless_dropout(  # what Keras runs
+      x, rate, seed=tf.cast(seed, tf.int32))
+  model = build_model(get_hparams("transformer_tiny"), 8000)
+  batch = random_batches(8000, 64, 32)[0]
+  print("| transformer_tiny forward, 64x32 | ms |")
+  print("|---|---|")
+  # Twice each, interleaved: the first configuration timed ran slow.
+  for name, training, mask in 2 * (("inference (no dropout)", False, hashed),
+                                   ("training, Keras' dropout mask", True, keras_mask),
+                                   ("training, hashed dropout mask", True, hashed)):
+    dropout_lib.tf_dropout = mask  # read when the forward is traced, just below
+    forward = tf.function(lambda b, t=training: tf.reduce_sum(model.features(b, training=t)))
+    print(f"| {name} | {ms(lambda f=forward: f(batch).numpy()):.1f} |", flush=True)
+  dropout_lib.tf_dropout = hashed
+
+
 def time_steps(step, batches, warmup, steps, min_seconds=5.0, budget_seconds=30.0, max_rounds=3):
   """Target tokens/s and s/step of the fastest timing round.
 
@@ -217,11 +270,16 @@ def main():
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
   parser.add_argument("--loss", action="store_true", help="only: the loss kernels alone")
+  parser.add_argument("--dropout", action="store_true",
+                      help="only: Keras' dropout against the hashed one, and its share of a forward")
   parser.add_argument("--memory", action="store_true",
                       help="only: peak resident memory of base training steps at 4096 tokens (128x32)")
   args = parser.parse_args()
   if args.loss:
     bench_loss()
+    return
+  if args.dropout:
+    bench_dropout()
     return
   if args.memory:
     import resource

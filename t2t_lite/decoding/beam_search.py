@@ -123,8 +123,9 @@ def blocked_top_k(x, k, block=128):
   Split each row into blocks of `block`; a row's k largest values lie in its k blocks with the
   largest maxima (any other block's max is below k distinct values), so the search is one max
   per block, a top-k over the block maxima and a top-k over the k * block candidates. XLA's
-  CPU top_k on [64, 4 * 32000] takes 12.5 ms here, this 2.5 ms; the same values and indices on
-  random scores (with exactly tied scores the index picked among equals may differ).
+  CPU top_k on [64, 4 * 32000] takes 12.6 ms here, this 2.8 ms (`scripts/bench_decode.py
+  --top_k`); the same values and indices on random scores (with exactly tied scores the index
+  picked among equals may differ).
   """
   n = x.shape[-1]
   blocks = -(-n // block)
