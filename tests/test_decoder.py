@@ -85,9 +85,12 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
   hparams, model, _ = trainer.restore_model(str(model_dir))
   vocab = decoder.load_vocab(str(model_dir))
   alpha = 0.6
-  # The 30-step model may never rank EOS high enough to finish a hypothesis; a fixed bonus on
-  # the EOS logit, applied to the search and to the reference alike, makes finished ones certain.
-  eos_bonus = ops.one_hot(EOS_ID, model.vocab_size) * 3.0
+  # The 30-step model may never rank EOS high enough to finish a hypothesis (a fixed +3 bonus
+  # still left none in one CI run). Raising the EOS logit to the position's best logit, in the
+  # search and in the reference alike, puts EOS among every step's candidates.
+  def eos_at_best(logits):
+    eos = ops.one_hot(EOS_ID, model.vocab_size)
+    return logits + eos * (ops.max(logits, axis=-1, keepdims=True) - logits[..., EOS_ID:EOS_ID + 1])
 
   class EosBonus:
     vocab_size = model.vocab_size
@@ -95,7 +98,7 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
 
     def decode_step(self, *args, **kwargs):
       logits, cache = model.decode_step(*args, **kwargs)
-      return logits + eos_bonus, cache
+      return eos_at_best(logits), cache
 
   search = make_search_fn(EosBonus(), DecodeHParams(beam_size=4, alpha=alpha, extra_length=10),
                           1024)
@@ -119,7 +122,7 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
         target = hypothesis
       kinds.add(finished)
       logits = model({"inputs": np.array([source]), "targets": np.array([target])}, training=False)
-      log_probs = np.asarray(logits + eos_bonus, np.float64)
+      log_probs = np.asarray(eos_at_best(logits), np.float64)
       log_probs = log_probs - np.log(np.exp(log_probs).sum(-1, keepdims=True))
       total = sum(log_probs[0, t, tok] for t, tok in enumerate(target))
       # Finished hypotheses carry the GNMT length penalty; unfinished ones their raw log-prob.
