@@ -4,11 +4,13 @@
     python scripts/bench_train.py --shapes tiny --steps 10
     python scripts/bench_train.py --loss          # only the projection + loss, 2048 tokens
     python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
+    python scripts/bench_train.py --adam          # only the optimizer update: Keras' Adam, fused
 
 Rows, each timed the same way (warm-up steps, every batch shape traced, excluded):
 - `t2t_lite`: the trainer's own step (`Trainer.train_step`: the model with its hashed dropout,
   the pre-softmax projection fused with the label-smoothed loss and its gradient
-  (`projected_cross_entropy`), Adam with the paper's betas and schedule, the NaN guard);
+  (`projected_cross_entropy`), Adam with the paper's betas and schedule (its update fused into one
+  XLA kernel per variable, `t2t_lite.training.adam`), the NaN guard);
   `t2t_lite XLA`: the same with `xla_compile=True` (the whole step compiled).
 - `keras-hub`: keras-hub's TransformerEncoder/TransformerDecoder with a tied ReversibleEmbedding
   and SinePositionEncoding (the same parameter count up to biases and LayerNorm placement),
@@ -221,6 +223,38 @@ def bench_dropout(shape=(2048, 512), repeats=50):
   dropout_lib.tf_dropout = hashed
 
 
+def bench_adam(rounds=7):
+  """One Adam update of all of a model's variables (random gradients) in a graph: Keras'
+  `Adam.update_step`, about a dozen element-wise ops per variable, against t2t_lite's fused
+  kernel. The fastest of `rounds` interleaved rounds."""
+  from t2t_lite.training.adam import Adam  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training.trainer import build_model  # pylint: disable=import-outside-toplevel
+  print("| shape | parameters | keras.optimizers.Adam ms | t2t_lite Adam (fused) ms | speed-up |")
+  print("|---|---|---|---|---|")
+  for shape, (set_name, vocab) in SHAPES.items():
+    variables = build_model(get_hparams(set_name), vocab).trainable_variables
+    grads = [tf.random.normal(v.shape) * 1e-3 for v in variables]
+    updates = {}
+    for cls in (keras.optimizers.Adam, Adam):
+      optimizer = cls(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+      optimizer.build(variables)
+      update = tf.function(lambda o=optimizer: o.apply_gradients(zip(grads, variables)))
+      update().numpy()
+      updates[cls] = update
+    repeats = 20 if shape == "tiny" else 3
+    best = {}
+    for _ in range(rounds):
+      for cls, update in updates.items():
+        start = time.perf_counter()
+        for _ in range(repeats):
+          update().numpy()
+        best[cls] = min(best.get(cls, float("inf")), (time.perf_counter() - start) / repeats * 1000)
+    params = sum(int(np.prod(v.shape)) for v in variables)
+    keras_ms, fused_ms = best[keras.optimizers.Adam], best[Adam]
+    print(f"| {shape} | {params / 1e6:.1f}M | {keras_ms:.1f} | {fused_ms:.1f} | "
+          f"{keras_ms / fused_ms:.2f}x |", flush=True)
+
+
 def time_steps(step, batches, warmup, steps, min_seconds=5.0, budget_seconds=30.0, max_rounds=3):
   """Target tokens/s and s/step of the fastest timing round.
 
@@ -272,6 +306,8 @@ def main():
   parser.add_argument("--loss", action="store_true", help="only: the loss kernels alone")
   parser.add_argument("--dropout", action="store_true",
                       help="only: Keras' dropout against the hashed one, and its share of a forward")
+  parser.add_argument("--adam", action="store_true",
+                      help="only: one Adam update of all variables, Keras' against the fused one")
   parser.add_argument("--memory", action="store_true",
                       help="only: peak resident memory of base training steps at 4096 tokens (128x32)")
   args = parser.parse_args()
@@ -280,6 +316,9 @@ def main():
     return
   if args.dropout:
     bench_dropout()
+    return
+  if args.adam:
+    bench_adam()
     return
   if args.memory:
     import resource

@@ -23,6 +23,7 @@ import tensorflow as tf
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.models.transformer import Transformer
 from t2t_lite.training import distribute, model_dir
+from t2t_lite.training.adam import Adam
 from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
 from t2t_lite.training.schedule import TransformerSchedule
 
@@ -62,7 +63,7 @@ def checkpointable(model):
 
 
 def build_optimizer(hparams):
-  optimizer = keras.optimizers.Adam(
+  optimizer = Adam(
       learning_rate=TransformerSchedule.from_hparams(hparams),
       beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
       epsilon=hparams.optimizer_adam_epsilon,

@@ -1,0 +1,104 @@
+"""The fused Adam against a numpy reference and against keras.optimizers.Adam."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import keras
+
+from t2t_lite.hparams import get_hparams
+from t2t_lite.training.adam import Adam
+from t2t_lite.training.trainer import build_optimizer
+
+BETAS = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+
+
+def numpy_adam(w, grads, lr, beta_1, beta_2, epsilon):
+  """Kingma & Ba's Adam with epsilon added to sqrt(v) (Keras' and T2T's form)."""
+  m, v = np.zeros_like(w), np.zeros_like(w)
+  for t, g in enumerate(grads, start=1):
+    m = beta_1 * m + (1 - beta_1) * g
+    v = beta_2 * v + (1 - beta_2) * g * g
+    w = w - lr * np.sqrt(1 - beta_2 ** t) / (1 - beta_1 ** t) * m / (np.sqrt(v) + epsilon)
+  return w, m, v
+
+
+def _run(optimizer, w0, grads, compile_mode):
+  variable = keras.Variable(w0)
+  optimizer.build([variable])
+
+  def apply(g):
+    optimizer.apply_gradients([(g, variable)])
+
+  if compile_mode != "eager":
+    apply = tf.function(apply, jit_compile=compile_mode == "xla")
+  for g in grads:
+    apply(tf.constant(g))
+  index = optimizer._get_variable_index(variable)
+  return (variable.numpy(), optimizer._momentums[index].numpy(),
+          optimizer._velocities[index].numpy())
+
+
+@pytest.mark.parametrize("compile_mode", ["eager", "graph", "xla"])
+def test_fused_adam_matches_numpy_and_keras(compile_mode):
+  rng = np.random.default_rng(0)
+  w0 = rng.normal(size=(33, 17)).astype("float32")
+  # Gradients of very different scales, and zeros, so both the m and the v paths matter.
+  grads = [rng.normal(size=w0.shape).astype("float32") * scale for scale in (1.0, 1e-3, 10.0, 0.0, 0.5)]
+  expected = numpy_adam(w0.astype("float64"), [g.astype("float64") for g in grads], 1e-2, **BETAS)
+  ours = _run(Adam(1e-2, **BETAS), w0, grads, compile_mode)
+  theirs = _run(keras.optimizers.Adam(1e-2, **BETAS), w0, grads, compile_mode)
+  for got, want, keras_value in zip(ours, expected, theirs):
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(got, keras_value, rtol=2e-6, atol=1e-7)
+  assert not np.allclose(ours[0], w0)  # it did move
+
+
+def test_fused_adam_with_learning_rate_schedule_and_sparse_gradients():
+  """A schedule as the learning rate, and an IndexedSlices gradient (Keras' sparse path)."""
+  schedule = keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=1, decay_rate=0.5)
+  results = []
+  for cls in (Adam, keras.optimizers.Adam):
+    table = keras.Variable(np.arange(12, dtype="float32").reshape(6, 2))
+    dense = keras.Variable(np.ones((3,), "float32"))
+    optimizer = cls(schedule, **BETAS)
+
+    @tf.function
+    def step():
+      with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(tf.gather(table, [1, 4, 1]) ** 2) + tf.reduce_sum(dense ** 3)
+      grads = tape.gradient(loss, [table, dense])
+      assert isinstance(grads[0], tf.IndexedSlices)
+      optimizer.apply_gradients(zip(grads, [table, dense]))
+
+    for _ in range(3):
+      step()
+    results.append((table.numpy(), dense.numpy()))
+  for ours, theirs in zip(*results):
+    np.testing.assert_allclose(ours, theirs, rtol=1e-6)
+
+
+def test_checkpoints_are_interchangeable_with_keras_adam(tmp_path):
+  variable = keras.Variable(np.ones((4, 3), "float32"))
+  keras_adam = keras.optimizers.Adam(1e-2, **BETAS)
+  keras_adam.build([variable])
+  keras_adam.apply_gradients([(tf.fill((4, 3), 0.5), variable)])
+  path = tf.train.Checkpoint(optimizer=keras_adam, variable=variable).save(str(tmp_path / "ckpt"))
+
+  restored_variable = keras.Variable(np.zeros((4, 3), "float32"))
+  ours = Adam(1e-2, **BETAS)
+  ours.build([restored_variable])
+  tf.train.Checkpoint(optimizer=ours, variable=restored_variable).restore(path).assert_consumed()
+  assert int(ours.iterations.numpy()) == 1
+  np.testing.assert_array_equal(ours._momentums[0].numpy(), keras_adam._momentums[0].numpy())
+  np.testing.assert_array_equal(ours._velocities[0].numpy(), keras_adam._velocities[0].numpy())
+
+
+def test_trainer_uses_the_fused_adam_with_the_hparams_betas():
+  hp = get_hparams("transformer_base")
+  optimizer = build_optimizer(hp)
+  assert isinstance(optimizer, Adam)
+  assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (
+      hp.optimizer_adam_beta1, hp.optimizer_adam_beta2, hp.optimizer_adam_epsilon)
+  assert isinstance(Adam.from_config(optimizer.get_config()), Adam)
+  mixed = build_optimizer(hp.replace(mixed_precision="mixed_float16"))
+  assert isinstance(mixed.inner_optimizer, Adam)
