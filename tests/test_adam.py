@@ -77,20 +77,22 @@ def test_fused_adam_with_learning_rate_schedule_and_sparse_gradients():
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 
 
-def test_checkpoints_are_interchangeable_with_keras_adam(tmp_path):
+@pytest.mark.parametrize("writer, reader", [(keras.optimizers.Adam, Adam), (Adam, keras.optimizers.Adam)])
+def test_checkpoints_are_interchangeable_with_keras_adam(tmp_path, writer, reader):
   variable = keras.Variable(np.ones((4, 3), "float32"))
-  keras_adam = keras.optimizers.Adam(1e-2, **BETAS)
-  keras_adam.build([variable])
-  keras_adam.apply_gradients([(tf.fill((4, 3), 0.5), variable)])
-  path = tf.train.Checkpoint(optimizer=keras_adam, variable=variable).save(str(tmp_path / "ckpt"))
+  written = writer(1e-2, **BETAS)
+  written.build([variable])
+  written.apply_gradients([(tf.fill((4, 3), 0.5), variable)])
+  path = tf.train.Checkpoint(optimizer=written, variable=variable).save(str(tmp_path / "ckpt"))
 
   restored_variable = keras.Variable(np.zeros((4, 3), "float32"))
-  ours = Adam(1e-2, **BETAS)
-  ours.build([restored_variable])
-  tf.train.Checkpoint(optimizer=ours, variable=restored_variable).restore(path).assert_consumed()
-  assert int(ours.iterations.numpy()) == 1
-  np.testing.assert_array_equal(ours._momentums[0].numpy(), keras_adam._momentums[0].numpy())
-  np.testing.assert_array_equal(ours._velocities[0].numpy(), keras_adam._velocities[0].numpy())
+  read = reader(1e-2, **BETAS)
+  read.build([restored_variable])
+  tf.train.Checkpoint(optimizer=read, variable=restored_variable).restore(path).assert_consumed()
+  assert int(read.iterations.numpy()) == 1
+  np.testing.assert_array_equal(restored_variable.numpy(), variable.numpy())
+  np.testing.assert_array_equal(read._momentums[0].numpy(), written._momentums[0].numpy())
+  np.testing.assert_array_equal(read._velocities[0].numpy(), written._velocities[0].numpy())
 
 
 def test_trainer_uses_the_fused_adam_with_the_hparams_betas():
