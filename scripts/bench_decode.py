@@ -16,6 +16,12 @@ Both must give the cached search's greedy outputs; the run counts identical sent
 CTranslate2 (`pip install ctranslate2`, not a dependency; skipped when missing) runs the same
 random weights, written into a CTranslate2 model by `ctranslate2_twin`, with `intra_threads` =
 the cores; the run prints how many greedy outputs are identical token for token.
+
+At batch 1 a greedy step is bound by memory bandwidth: it reads every float32 weight of the
+decoder (the encoder-decoder keys/values are projected once per source) and the output
+projection's table. The run measures this machine's streaming read bandwidth (a reduction over
+1 GiB) and prints the resulting ceiling on greedy tokens/s: no float32 decoder can beat it, cached
+or not.
 """
 
 import argparse
@@ -159,6 +165,26 @@ def ctranslate2_twin(model, directory):
   return directory
 
 
+def read_bandwidth(gib=1, rounds=5):
+  """Bytes/s of the fastest of `rounds` reductions over a `gib` GiB float32 tensor."""
+  x = tf.random.uniform((gib * 2 ** 28,))
+  total = tf.function(lambda: tf.reduce_sum(x))
+  total().numpy()
+  best = float("inf")
+  for _ in range(rounds):
+    start = time.perf_counter()
+    total().numpy()
+    best = min(best, time.perf_counter() - start)
+  return gib * 2 ** 30 / best
+
+
+def weight_bytes_per_step(model):
+  """Float32 bytes a greedy step at batch 1 must read: the decoder's weights, except the
+  encoder-decoder key/value kernels (used once per source), and the output projection's table."""
+  decoder = sum(int(np.prod(v.shape)) for v in model.decoder.weights if "kv_kernel" not in v.path)
+  return 4 * (decoder + int(np.prod(model.embedding.embeddings.shape)))
+
+
 def timed(fn, source, repeats, min_seconds=3.0):
   """Seconds per call (after a warm-up call that traces), and the last call's result.
 
@@ -243,6 +269,8 @@ def main():
   threads = len(os.sched_getaffinity(0))
   print(f"oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; {threads} threads; source and output "
         f"length {LENGTH}")
+  bandwidth = read_bandwidth()
+  print(f"streaming read bandwidth (reduce_sum over 1 GiB): {bandwidth / 1e9:.1f} GB/s")
   print("| shape | batch | decoding | target tok/s | sentences/s |")
   print("|---|---|---|---|---|")
   for shape in args.shapes.split(","):
@@ -271,6 +299,12 @@ def main():
         for uncached in UNCACHED:
           print(f"| {shape} | {batch} | {cached} / {uncached} | "
                 f"{rates[cached] / rates[uncached]:.1f}x | |", flush=True)
+      if batch == 1:
+        ceiling = bandwidth / weight_bytes_per_step(model)
+        print(f"| {shape} | 1 | greedy ceiling: {weight_bytes_per_step(model) / 1e6:.0f} MB of weights "
+              f"per step at {bandwidth / 1e9:.1f} GB/s | {ceiling:,.0f} | |", flush=True)
+        print(f"| {shape} | 1 | greedy ceiling / {UNCACHED[1]} | "
+              f"{ceiling / rates[UNCACHED[1]]:.1f}x | |", flush=True)
       cached_ids = outputs["greedy, cached"][0][:, 0]
       for uncached in UNCACHED:
         ids = outputs[uncached][:, 1:]

@@ -24,7 +24,8 @@ FLOPs per training step = 3 x forward FLOPs (backward = 2 x forward), forward co
 2 x multiply-adds of every matmul: projections and FFN per token, attention scores and
 weighted sums (S^2 d per layer for encoder self-attention, T^2 d and T S d for the decoder),
 and the output projection T d V. MFU = model FLOPs/s / this CPU's float32 matmul peak, measured
-in the same run with a TF matmul of 2048x2048.
+in the same run with a TF matmul of 2048x2048 (fastest of 5 rounds). The "ceiling" row is the tokens/s of a step that
+ran every counted FLOP at that peak and did nothing else (MFU 1.0), over the best peer.
 Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 """
 
@@ -48,15 +49,19 @@ from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross
 SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
 
 
-def matmul_peak(n=2048, repeats=10):
+def matmul_peak(n=2048, repeats=5, rounds=5):
+  """FLOP/s of a float32 [n, n] x [n, n] TF matmul: the fastest of `rounds` rounds."""
   a = tf.random.normal((n, n))
   b = tf.random.normal((n, n))
   f = tf.function(lambda: tf.matmul(a, b))
   f().numpy()
-  start = time.perf_counter()
-  for _ in range(repeats):
-    f().numpy()
-  return 2 * n ** 3 * repeats / (time.perf_counter() - start)
+  best = float("inf")
+  for _ in range(rounds):
+    start = time.perf_counter()
+    for _ in range(repeats):
+      f().numpy()
+    best = min(best, time.perf_counter() - start)
+  return 2 * n ** 3 * repeats / best
 
 
 def forward_flops(hp, vocab, batch, source_len, target_len):
@@ -255,30 +260,29 @@ def bench_adam(rounds=7):
           f"{keras_ms / fused_ms:.2f}x |", flush=True)
 
 
-def time_steps(step, batches, warmup, steps, min_seconds=5.0, budget_seconds=30.0, max_rounds=3):
-  """Target tokens/s and s/step of the fastest timing round.
+def time_steps(steps, batches, warmup, min_steps, min_seconds=5.0, rounds=3):
+  """{name: (target tokens/s, s/step)} of each step function's fastest timing round.
 
-  Every batch shape is traced before timing starts. A round runs at least `steps` steps and at
-  least `min_seconds`; rounds repeat (at most `max_rounds`) until `budget_seconds` of timing,
-  so a fast tiny step gets 3 rounds of ~30 steps and a 4 s base step one round of 10. The
-  fastest round is reported: on a shared machine, noise only ever slows a round down.
+  Every batch shape is traced before timing starts. The rounds are interleaved (each round times
+  every step function once, in turn), so a slow spell of this shared machine hits all of them
+  alike; a round runs at least `min_steps` steps and at least `min_seconds`. Each function's
+  fastest round is reported: noise only ever slows a round down.
   """
-  for i in range(max(warmup, len(batches))):
-    step(batches[i % len(batches)]).numpy()
-  best, spent, i = None, 0.0, 0
-  for _ in range(max_rounds):
-    tokens, count, start = 0, 0, time.perf_counter()
-    while count < steps or time.perf_counter() - start < min_seconds:
-      batch = batches[i % len(batches)]
-      step(batch).numpy()
-      tokens += int(np.sum(batch["targets"] != 0))
-      count, i = count + 1, i + 1
-    elapsed = time.perf_counter() - start
-    spent += elapsed
-    if best is None or tokens / elapsed > best[0]:
-      best = (tokens / elapsed, elapsed / count)
-    if spent >= budget_seconds:
-      break
+  for step in steps.values():
+    for i in range(max(warmup, len(batches))):
+      step(batches[i % len(batches)]).numpy()
+  best = {}
+  for _ in range(rounds):
+    for name, step in steps.items():
+      tokens, count, start = 0, 0, time.perf_counter()
+      while count < min_steps or time.perf_counter() - start < min_seconds:
+        batch = batches[count % len(batches)]
+        step(batch).numpy()
+        tokens += int(np.sum(batch["targets"] != 0))
+        count += 1
+      elapsed = time.perf_counter() - start
+      if name not in best or tokens / elapsed > best[name][0]:
+        best[name] = (tokens / elapsed, elapsed / count)
   return best
 
 
@@ -300,7 +304,9 @@ def multi30k_batches(hp, count=8):
 def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--shapes", default="tiny,base")
-  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--steps", type=int, default=None,
+                      help="at least this many steps per timing round (default: 10 tiny, 3 base)")
+  parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
   parser.add_argument("--loss", action="store_true", help="only: the loss kernels alone")
@@ -324,7 +330,7 @@ def main():
     import resource
     hp = get_hparams("transformer_base")
     batches = random_batches(32000, 128, 32)
-    time_steps(trainer_step(hp, 32000), batches, 1, 3)
+    time_steps({"base": trainer_step(hp, 32000)}, batches, 1, 3, rounds=1)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
           f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
@@ -344,16 +350,20 @@ def main():
       vocab_here = vocab if "x" in label else 8000
       flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
                                          b["targets"].shape[1]) for b in batches])
-      results = {}
       runs = {"t2t_lite": lambda: trainer_step(hp, vocab_here),
               "t2t_lite XLA": lambda: trainer_step(hp, vocab_here, xla=True)}
       if not args.no_peer:
         for name, loss, xla in (("keras-hub", "keras", False), ("keras-hub XLA", "keras", True),
                                 ("keras-hub + our loss", "t2t_lite", False)):
           runs[name] = lambda loss=loss, xla=xla: peer_step(hp, vocab_here, batches[0], loss, xla)
+      steps = {}
       for name, build in runs.items():
         keras.utils.set_random_seed(0)
-        tok_s, s_step = time_steps(build(), batches, args.warmup, args.steps)
+        steps[name] = build()
+      min_steps = args.steps or (10 if shape == "tiny" else 3)
+      timings = time_steps(steps, batches, args.warmup, min_steps, rounds=args.rounds)
+      results = {}
+      for name, (tok_s, s_step) in timings.items():
         results[name] = tok_s
         print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
               flush=True)
@@ -364,6 +374,11 @@ def main():
         best = max(peers, key=peers.get)
         print(f"| {shape} | {label} | {ours} / best peer ({best}) | "
               f"{results[ours] / results[best]:.2f}x | | |", flush=True)
+        # Every counted FLOP at the matmul peak and nothing else: no step can be faster.
+        tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
+        ceiling = tokens * peak / flops
+        print(f"| {shape} | {label} | ceiling (MFU 1.0: {ceiling:,.0f} tok/s) / best peer | "
+              f"{ceiling / results[best]:.2f}x | | |", flush=True)
 
 
 def peer_step(hp, vocab, first_batch, loss, xla):
