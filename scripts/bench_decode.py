@@ -227,21 +227,29 @@ def same_greedy_tokens(our_ids, ct2_results):
 
 
 def bench_top_k(batch=64, beam=4, repeats=50):
-  """The beam search's candidate ranking alone: XLA's top_k against `blocked_top_k` on
-  [batch, beam x vocab] random scores, k = 2 x beam, each compiled with XLA as in the search."""
-  from t2t_lite.decoding.beam_search import blocked_top_k  # pylint: disable=import-outside-toplevel
-  print("| scores | k | XLA top_k ms | blocked_top_k ms | speed-up | same values and indices |")
+  """The beam search's candidate ranking alone, on random logits [batch, beam, vocab] and beam
+  log-probabilities, k = 2 x beam, each compiled with XLA as in the search: log_softmax, the sum
+  and XLA's top_k over the materialised [batch, beam x vocab] scores, against `top_candidates`."""
+  from t2t_lite.decoding.beam_search import top_candidates  # pylint: disable=import-outside-toplevel
+
+  def materialised(logits, alive, k):
+    scores = tf.nn.log_softmax(logits) + alive[..., None]
+    return tf.math.top_k(tf.reshape(scores, (batch, -1)), k)
+
+  print("| logits | k | log_softmax + XLA top_k ms | top_candidates ms | speed-up | same values and indices |")
   print("|---|---|---|---|---|---|")
   for vocab in (8000, 32000):
-    scores = tf.constant(np.random.default_rng(vocab).normal(size=(batch, beam * vocab)), tf.float32)
+    rng = np.random.default_rng(vocab)
+    logits = tf.constant(rng.normal(size=(batch, beam, vocab)) * 3, tf.float32)
+    alive = tf.constant(rng.normal(size=(batch, beam)) * 5, tf.float32)
     times, results = [], []
-    for fn in (tf.math.top_k, blocked_top_k):
-      compiled = tf.function(lambda fn=fn: fn(scores, 2 * beam), jit_compile=True)
+    for fn in (materialised, top_candidates):
+      compiled = tf.function(lambda fn=fn: fn(logits, alive, 2 * beam), jit_compile=True)
       seconds, result = timed(lambda _, f=compiled: [t.numpy() for t in f()], None, repeats, 1.0)
       times.append(seconds * 1000)
       results.append(result)
     same = all(np.array_equal(a, b) for a, b in zip(*results))
-    print(f"| [{batch}, {beam} x {vocab}] | {2 * beam} | {times[0]:.2f} | {times[1]:.2f} | "
+    print(f"| [{batch}, {beam}, {vocab}] | {2 * beam} | {times[0]:.2f} | {times[1]:.2f} | "
           f"{times[0] / times[1]:.1f}x | {same} |", flush=True)
 
 
@@ -254,7 +262,7 @@ def main():
                       help="skip the CTranslate2 peer (pip install ctranslate2; not a dependency)")
   parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))
   parser.add_argument("--top_k", action="store_true",
-                      help="only: the beam search's candidate top-k, XLA's against the blocked one")
+                      help="only: the beam search's candidate top-k, XLA's against top_candidates")
   args = parser.parse_args()
   if args.top_k:
     bench_top_k()

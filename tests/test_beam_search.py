@@ -13,8 +13,8 @@ import pytest
 from keras import ops
 
 from t2t_lite.decoding import beam_search as beam_search_lib
-from t2t_lite.decoding.beam_search import (beam_search, blocked_top_k, gather_beams, length_penalty,
-                                           run_beam_search, tile_to_beams)
+from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
+                                           run_beam_search, tile_to_beams, top_candidates)
 from t2t_lite.decoding.sampling import greedy_search, sampling_search
 
 pytestmark = pytest.mark.backend_independent
@@ -271,20 +271,35 @@ def test_beam_one_equals_greedy():
     np.testing.assert_allclose(numpy(greedy_scores)[b], log_prob, rtol=1e-5)
 
 
-@pytest.mark.parametrize("n, k", [(1200, 2), (4097, 8), (128 * 50, 8), (40, 8)])
-def test_blocked_top_k_equals_top_k(n, k):
-  rng = np.random.default_rng(n)
-  x = rng.normal(size=(3, n)).astype("float32")
-  x[1, : n // 2] = -np.inf           # empty beams score -inf
-  x[2, rng.integers(0, n, 5)] = 9.0  # the winners crowd into few blocks
-  values, index = blocked_top_k(ops.convert_to_tensor(x), k)
-  expected_values, expected_index = ops.top_k(ops.convert_to_tensor(x), k)
+def reference_candidates(logits, alive_log_probs, k):
+  """The k best of log_softmax + alive over the materialised [batch, beam * vocab] scores."""
+  log_probs = ops.log_softmax(ops.cast(logits, "float32"), axis=-1) + alive_log_probs[..., None]
+  return ops.top_k(ops.reshape(log_probs, (ops.shape(logits)[0], -1)), k)
+
+
+@pytest.mark.parametrize("vocab, k, block", [(8000, 8, None), (32000, 8, None), (4097, 8, None),
+                                             (3000, 2, 128), (1200, 8, 100), (37, 8, None)])
+def test_top_candidates_equal_top_k_of_the_log_probs(vocab, k, block):
+  """Blocks that divide the vocabulary (8000 -> 125), padded ones (4097, a prime; 3000 with 128),
+  and the plain path (37); values and indices exactly equal."""
+  rng = np.random.default_rng(vocab)
+  logits = rng.normal(size=(4, 4, vocab)).astype("float32") * 3
+  logits[2, 1, rng.integers(0, vocab, 6)] = 40.0      # the winners crowd into few blocks
+  alive = rng.normal(size=(4, 4)).astype("float32") * 5
+  alive[1, 1:] = -np.inf                              # empty beams (as at step 0)
+  alive[3, :2] = -np.inf
+  if vocab > 1100:  # a tie across blocks ranked out of index order: the lower index comes first
+    logits[0, 0, [5, 1000, 1001]] = [20.0, 45.0, 20.0]
+    alive[0, 1:] = -np.inf
+  logits, alive = ops.convert_to_tensor(logits), ops.convert_to_tensor(alive)
+  values, index = top_candidates(logits, alive, k, block)
+  expected_values, expected_index = reference_candidates(logits, alive, k)
   np.testing.assert_array_equal(numpy(values), numpy(expected_values))
   np.testing.assert_array_equal(numpy(index), numpy(expected_index))
 
 
-def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_blocked_top_k(monkeypatch):
-  """Vocab 3000, beam 4: candidates [batch, 12000] take the blocked path; plain top_k agrees."""
+def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_blocked_candidates(monkeypatch):
+  """Vocab 3000, beam 4: the blocked candidate search agrees with the materialised top_k."""
   rng = np.random.default_rng(3)
   table = ops.convert_to_tensor(rng.normal(size=(3000, 3000)).astype("float32") * 3)
 
@@ -293,10 +308,11 @@ def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_blocked_top_k(m
 
   cache = {"bias": ops.convert_to_tensor(rng.normal(size=(2, 3000)).astype("float32"))}
   blocked = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
-  monkeypatch.setattr(beam_search_lib, "blocked_top_k", ops.top_k)
+  monkeypatch.setattr(beam_search_lib, "top_candidates",
+                      lambda logits, alive, k: reference_candidates(logits, alive, k))
   plain = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
   np.testing.assert_array_equal(numpy(blocked[0]), numpy(plain[0]))
-  np.testing.assert_allclose(numpy(blocked[1]), numpy(plain[1]), rtol=1e-6)
+  np.testing.assert_array_equal(numpy(blocked[1]), numpy(plain[1]))
 
 
 # ---------------------------------------------------------------- sampling

@@ -35,8 +35,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_lite.decoding.sampling import (NEG_INF, START_ID, decode_limits, greedy_search,
-                                        log_softmax, write_at)
+from t2t_lite.decoding.sampling import NEG_INF, START_ID, decode_limits, greedy_search, write_at
 
 
 class BeamState(NamedTuple):
@@ -117,28 +116,67 @@ def init_state(initial_cache, batch_size, beam_size, max_decode_length):
       cache=tile_to_beams(initial_cache, beam_size))                            # [batch*beam, ...]
 
 
-def blocked_top_k(x, k, block=128):
-  """`ops.top_k(x, k)` over the last axis of x [batch, n] (n static), faster for n >> k.
+def _block_size(n, preferred=128):
+  """A divisor of n in [preferred / 2, 2 * preferred], the closest to `preferred` (so no padding
+  copy is needed), else `preferred`."""
+  divisors = [d for d in range(preferred // 2, 2 * preferred + 1) if n % d == 0]
+  return min(divisors, key=lambda d: abs(d - preferred)) if divisors else preferred
 
-  Split each row into blocks of `block`; a row's k largest values lie in its k blocks with the
-  largest maxima (any other block's max is below k distinct values), so the search is one max
-  per block, a top-k over the block maxima and a top-k over the k * block candidates. XLA's
-  CPU top_k on [64, 4 * 32000] takes 12.6 ms here, this 2.8 ms (`scripts/bench_decode.py
-  --top_k`); the same values and indices on random scores (with exactly tied scores the index
-  picked among equals may differ).
+
+def top_candidates(logits, alive_log_probs, k, block=None):
+  """The k best of `log_softmax(logits) + alive_log_probs` over every beam's vocabulary.
+
+  Args:
+    logits: [batch, beam, vocab] (any float dtype; scored in float32).
+    alive_log_probs: [batch, beam] float32, each beam's log-probability so far (-inf: empty).
+    k: how many candidates per sentence.
+    block: the vocabulary block size of the blocked search; default: a divisor of the vocabulary
+      size near 128 (8000: 125; 32000: 128), so the logits need no padded copy.
+
+  Returns:
+    (scores [batch, k] float32, flat indices [batch, k] into beam * vocab), as
+    `ops.top_k(ops.reshape(log_softmax(logits) + alive_log_probs[..., None], (batch, -1)), k)`.
+
+  The [batch, beam * vocab] scores are never materialised. A candidate's score is
+  `((logit - max) - log(sum(exp(logit - max)))) + alive`, computed in the same order as
+  `log_softmax` and then the sum, so the values are the same; for a fixed beam it is a
+  non-decreasing function of the logit, so the best score of a vocabulary block is the score of
+  its largest logit. The k best candidates lie in the k blocks with the best such scores (any
+  other block's best is below k distinct candidates): one max per block of the raw logits, a
+  top-k over the block scores, and a top-k over the k chosen blocks, scored. Only the per-beam
+  log-normaliser takes another pass over the logits. XLA's CPU top_k over the materialised
+  [64, 4 x 32000] scores is several times slower (`python scripts/bench_decode.py --top_k`).
   """
-  n = x.shape[-1]
-  blocks = -(-n // block)
-  if blocks <= 4 * k:
-    return ops.top_k(x, k)
-  x = ops.pad(x, [(0, 0), (0, blocks * block - n)], constant_values=NEG_INF)
-  x = ops.reshape(x, (-1, blocks, block))                                        # [b, nb, block]
-  _, top_blocks = ops.top_k(ops.max(x, axis=-1), k)                              # [b, k]
+  logits = ops.cast(logits, "float32")                                           # [b, beam, V]
+  beam, vocab = logits.shape[1], logits.shape[2]
+  block = block or _block_size(vocab)
+  row_max = ops.max(logits, axis=-1)                                             # [b, beam]
+  log_norm = ops.log(ops.sum(ops.exp(logits - row_max[..., None]), axis=-1))     # [b, beam]
+
+  def score(x, m, l, a):
+    return ((x - m) - l) + a
+
+  blocks = -(-vocab // block)
+  if beam * blocks <= 4 * k:
+    scores = score(logits, row_max[..., None], log_norm[..., None], alive_log_probs[..., None])
+    return ops.top_k(ops.reshape(scores, (-1, beam * vocab)), k)
+  padded = ops.pad(logits, [(0, 0), (0, 0), (0, blocks * block - vocab)], constant_values=NEG_INF)
+  padded = ops.reshape(padded, (-1, beam * blocks, block))                       # [b, beam*nb, block]
+  beam_of_block = ops.repeat(ops.arange(beam, dtype="int32"), blocks)            # [beam*nb]
+  per_block = lambda t: ops.take(t, beam_of_block, axis=1)                       # [b, beam*nb]
+  block_scores = score(ops.max(padded, axis=-1), per_block(row_max), per_block(log_norm),
+                       per_block(alive_log_probs))                               # [b, beam*nb]
+  _, top_blocks = ops.top_k(block_scores, k)                                     # [b, k]
   top_blocks = ops.sort(top_blocks, axis=-1)  # candidates in index order, as top_k breaks ties
-  candidates = ops.take_along_axis(x, top_blocks[:, :, None], axis=1)            # [b, k, block]
+  candidates = ops.take_along_axis(padded, top_blocks[:, :, None], axis=1)       # [b, k, block]
+  source_beam = top_blocks // blocks                                             # [b, k]
+  per_candidate = lambda t: ops.take_along_axis(t, source_beam, axis=1)[..., None]  # [b, k, 1]
+  candidates = score(candidates, per_candidate(row_max), per_candidate(log_norm),
+                     per_candidate(alive_log_probs))                             # [b, k, block]
   values, position = ops.top_k(ops.reshape(candidates, (-1, k * block)), k)      # [b, k]
-  index = ops.take_along_axis(top_blocks, position // block, axis=1) * block + position % block
-  return values, index
+  chosen = ops.take_along_axis(top_blocks, position // block, axis=1)            # [b, k]
+  token = (chosen % blocks) * block + position % block
+  return values, (chosen // blocks) * vocab + token
 
 
 def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id):
@@ -147,12 +185,10 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
   last_ids = ops.take(state.alive_ids, step, axis=2)                             # [batch, beam]
   logits, cache = symbols_to_logits_fn(
       ops.reshape(last_ids, (batch_size * beam_size,)), step, state.cache)       # [batch*beam, V]
-  log_probs = ops.reshape(log_softmax(logits), (batch_size, beam_size, vocab_size))  # [b, beam, V]
-  log_probs = log_probs + state.alive_log_probs[:, :, None]                      # [b, beam, V]
-
   # Every candidate has length step + 1, so ranking by log-prob is ranking by score.
-  flat_log_probs = ops.reshape(log_probs, (batch_size, beam_size * vocab_size))  # [b, beam*V]
-  topk_log_probs, topk_flat = blocked_top_k(flat_log_probs, 2 * beam_size)       # [b, 2*beam]
+  topk_log_probs, topk_flat = top_candidates(
+      ops.reshape(logits, (batch_size, beam_size, vocab_size)), state.alive_log_probs,
+      2 * beam_size)                                                             # [b, 2*beam]
   topk_beams = ops.floor_divide(topk_flat, vocab_size)                           # [b, 2*beam]
   topk_tokens = ops.cast(ops.mod(topk_flat, vocab_size), "int32")                # [b, 2*beam]
   topk_ids = _gather(state.alive_ids, topk_beams)                                # [b, 2*beam, L+1]
