@@ -13,6 +13,8 @@ the whole prefix at every step (the encoder once, logits only for the last posit
 than T2T's slow decoding; "uncached, whole model (T2T)" is T2T's slow decoding itself
 (`_slow_greedy_infer`: the whole model, encoder included, re-run on the prefix at every step).
 Both must give the cached search's greedy outputs; the run counts identical sentences.
+Timing: every configuration of a shape and batch is traced first, then timed in 3 interleaved
+rounds of at least 1 s and `--repeats` calls each; each configuration's fastest round counts.
 CTranslate2 (`pip install ctranslate2`, not a dependency; skipped when missing) runs the same
 random weights, written into a CTranslate2 model by `ctranslate2_twin`, with `intra_threads` =
 the cores; the run prints how many greedy outputs are identical token for token.
@@ -185,18 +187,32 @@ def weight_bytes_per_step(model):
   return 4 * (decoder + int(np.prod(model.embedding.embeddings.shape)))
 
 
-def timed(fn, source, repeats, min_seconds=3.0):
-  """Seconds per call (after a warm-up call that traces), and the last call's result.
-
-  At least `repeats` calls and at least `min_seconds` of them: sub-second configurations timed
-  twice were noisy here (tiny beam 4 at batch 64 read 3,400-5,300 tok/s from run to run).
-  """
-  fn(source)
+def timed(fn, source, repeats, min_seconds=3.0, warm_up=True):
+  """Seconds per call (after a warm-up call that traces, unless `warm_up=False`), and the last
+  call's result. At least `repeats` calls and at least `min_seconds` of them."""
+  if warm_up:
+    fn(source)
   calls, start = 0, time.perf_counter()
   while calls < repeats or time.perf_counter() - start < min_seconds:
     result = fn(source)
     calls += 1
   return (time.perf_counter() - start) / calls, result
+
+
+def timed_interleaved(runs, source, repeats, rounds=3, min_seconds=1.0):
+  """{name: (seconds per call, result)}: each run's fastest of `rounds` rounds, the rounds
+  interleaved across the runs, so a slow spell of this shared machine hits them all alike
+  (sub-second configurations timed once each were noisy here: tiny beam 4 at batch 64 read
+  3,400-5,300 tok/s from run to run)."""
+  for fn in runs.values():
+    fn(source)  # traces and compiles
+  best = {}
+  for _ in range(rounds):
+    for name, fn in runs.items():
+      seconds, result = timed(fn, source, repeats, min_seconds, warm_up=False)
+      if name not in best or seconds < best[name][0]:
+        best[name] = (seconds, result)
+  return best
 
 
 def ctranslate2_runs(model, source, workdir, threads):
@@ -299,8 +315,7 @@ def main():
       if ct2:
         runs.update(ctranslate2_runs(model, source, args.workdir, threads))
       rates, outputs = {}, {}
-      for name, fn in runs.items():
-        seconds, outputs[name] = timed(fn, source, args.repeats)
+      for name, (seconds, outputs[name]) in timed_interleaved(runs, source, args.repeats).items():
         rates[name] = batch * LENGTH / seconds
         print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / seconds:,.1f} |", flush=True)
       for cached in ("greedy, cached", "greedy, cached, graph (xla=false)"):
