@@ -63,9 +63,10 @@ class FeedForward(keras.layers.Layer):
     dtype = self.compute_dtype
     leading_shape = ops.shape(inputs)[:-1]
     x = ops.reshape(ops.cast(inputs, dtype), (-1, inputs.shape[-1]))  # [N, d]
-    hidden = ops.relu(ops.matmul(x, ops.cast(self.kernel_1, dtype)) + ops.cast(self.bias_1, dtype))
+    hidden = common.project(x, ops.cast(self.kernel_1, dtype)) + ops.cast(self.bias_1, dtype)
+    hidden = ops.relu(hidden)
     hidden = self.dropout(hidden, training=training)  # [N, d_ff]
-    outputs = ops.matmul(hidden, ops.cast(self.kernel_2, dtype)) + ops.cast(self.bias_2, dtype)
+    outputs = common.project(hidden, ops.cast(self.kernel_2, dtype)) + ops.cast(self.bias_2, dtype)
     return ops.reshape(outputs, tuple(leading_shape) + (self._output_channels,))
 
   def compute_output_shape(self, input_shape):

@@ -125,7 +125,7 @@ class MultiHeadAttention(keras.layers.Layer):
   def _project(self, x, kernel):
     """[B, T, d] @ [d, n] as a 2-D matmul -> [B * T, n]."""
     x = ops.cast(x, self.compute_dtype)
-    return ops.matmul(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
+    return common.project(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
 
   def _split_heads(self, x, length, depth):
     """[B * T, H * depth] -> [B, H, T, depth]."""
@@ -217,7 +217,7 @@ class MultiHeadAttention(keras.layers.Layer):
     probs = self.weights_dropout(ops.cast(weights, v.dtype), training=training)
     context = ops.matmul(probs, v)  # [B, H, Tq, d_v]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self._value_channels))
-    output = ops.matmul(context, self._kernel(self.output_kernel))  # [B * Tq, out]
+    output = common.project(context, self._kernel(self.output_kernel))  # [B * Tq, out]
     return ops.reshape(output, (-1, query_length, self._output_channels)), weights
 
   def get_config(self):

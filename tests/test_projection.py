@@ -1,0 +1,61 @@
+"""`common.project` (TensorFlow): the values and both gradients of a plain matmul, on every path."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from keras import ops
+
+from t2t_lite.layers import FeedForward, common
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
+@pytest.mark.parametrize("d_in, d_out", [(256, 512), (256, 256), (128, 512), (512, 256)])
+def test_project_values_and_gradients_match_numpy(mode, d_in, d_out):
+  """(256, 512) and (256, 256) take the transposed-copy gradient; the others plain ops.matmul."""
+  rng = np.random.default_rng(d_in + d_out)
+  x = rng.normal(size=(70, d_in)).astype("float32")
+  kernel = rng.normal(size=(d_in, d_out)).astype("float32")
+  dy = rng.normal(size=(70, d_out)).astype("float32")
+
+  def value_and_grads(x, kernel):
+    with tf.GradientTape() as tape:
+      tape.watch([x, kernel])
+      y = common.project(x, kernel)
+      loss = tf.reduce_sum(y * dy)
+    return [y] + tape.gradient(loss, [x, kernel])
+
+  if mode != "eager":
+    value_and_grads = tf.function(value_and_grads, jit_compile=mode == "xla")
+  y, dx, dkernel = (t.numpy() for t in value_and_grads(tf.constant(x), tf.constant(kernel)))
+  x64, k64, dy64 = x.astype("float64"), kernel.astype("float64"), dy.astype("float64")
+  np.testing.assert_allclose(y, x64 @ k64, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(dx, dy64 @ k64.T, rtol=1e-4, atol=1e-3)
+  np.testing.assert_allclose(dkernel, x64.T @ dy64, rtol=1e-4, atol=1e-3)
+
+
+def test_project_gradients_keep_float16():
+  x = tf.constant(np.random.default_rng(0).normal(size=(8, 256)), tf.float16)
+  kernel = tf.constant(np.random.default_rng(1).normal(size=(256, 384)) * 0.05, tf.float16)
+  with tf.GradientTape() as tape:
+    tape.watch([x, kernel])
+    loss = tf.reduce_sum(common.project(x, kernel))
+  dx, dkernel = tape.gradient(loss, [x, kernel])
+  assert dx.dtype == tf.float16 and dkernel.dtype == tf.float16
+  np.testing.assert_allclose(dx.numpy(), np.tile(kernel.numpy().astype("float32").sum(1), (8, 1)),
+                             rtol=1e-2, atol=1e-2)
+
+
+def test_feed_forward_gradients_equal_plain_matmul_ones(monkeypatch):
+  layer = FeedForward(filter_size=512)
+  x = tf.constant(np.random.default_rng(2).normal(size=(3, 5, 256)), tf.float32)
+
+  def grads():
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      loss = tf.reduce_sum(tf.sin(layer(x)))
+    return tape.gradient(loss, [x] + layer.trainable_weights)
+
+  fast = grads()
+  monkeypatch.setattr(common, "project", lambda x, kernel: ops.matmul(x, kernel))
+  for ours, plain in zip(fast, grads()):
+    np.testing.assert_allclose(ours.numpy(), plain.numpy(), rtol=1e-5, atol=1e-6)
