@@ -1,7 +1,7 @@
 """Training throughput: t2t_lite's training step against keras-hub peers of the same shape, and MFU.
 
     python scripts/bench_train.py                 # tiny and base, 64x32 and 16x128, + Multi30k
-    python scripts/bench_train.py --shapes tiny --steps 10
+    python scripts/bench_train.py --shapes tiny --steps 10 --rounds 3
     python scripts/bench_train.py --loss          # only the projection + loss, 2048 tokens
     python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
     python scripts/bench_train.py --adam          # only the optimizer update: Keras' Adam, fused
@@ -24,8 +24,10 @@ FLOPs per training step = 3 x forward FLOPs (backward = 2 x forward), forward co
 2 x multiply-adds of every matmul: projections and FFN per token, attention scores and
 weighted sums (S^2 d per layer for encoder self-attention, T^2 d and T S d for the decoder),
 and the output projection T d V. MFU = model FLOPs/s / this CPU's float32 matmul peak, measured
-in the same run with a TF matmul of 2048x2048 (fastest of 5 rounds). The "ceiling" row is the tokens/s of a step that
-ran every counted FLOP at that peak and did nothing else (MFU 1.0), over the best peer.
+in the same run with a TF matmul of 2048x2048 (fastest of 5 rounds). The "ceiling" row is the
+tokens/s of a step that ran every counted FLOP at that peak and did nothing else (MFU 1.0), over
+the best peer. Timing: all configurations of a row are built and traced, then timed in
+`--rounds` interleaved rounds (each at least 5 s and `--steps` steps); each reports its fastest.
 Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 """
 
