@@ -323,8 +323,9 @@ def main():
           print(f"| {shape} | {batch} | {cached} / {uncached} | "
                 f"{rates[cached] / rates[uncached]:.1f}x | |", flush=True)
       if batch == 1:
-        ceiling = bandwidth / weight_bytes_per_step(model)
-        print(f"| {shape} | 1 | greedy ceiling: {weight_bytes_per_step(model) / 1e6:.0f} MB of weights "
+        weight_bytes = weight_bytes_per_step(model)
+        ceiling = bandwidth / weight_bytes
+        print(f"| {shape} | 1 | greedy ceiling: {weight_bytes / 1e6:.0f} MB of weights "
               f"per step at {bandwidth / 1e9:.1f} GB/s | {ceiling:,.0f} | |", flush=True)
         print(f"| {shape} | 1 | greedy ceiling / {UNCACHED[1]} | "
               f"{ceiling / rates[UNCACHED[1]]:.1f}x | |", flush=True)

@@ -51,19 +51,29 @@ from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross
 SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
 
 
+def fastest_ms(fns, repeats, rounds):
+  """{name: milliseconds per call} of each function's fastest of `rounds` rounds of `repeats`
+  calls, after one warm-up call each (which traces); the rounds take turns across the functions,
+  so a slow spell of this shared machine hits them all alike."""
+  for fn in fns.values():
+    fn()
+  best = {}
+  for _ in range(rounds):
+    for name, fn in fns.items():
+      start = time.perf_counter()
+      for _ in range(repeats):
+        fn()
+      best[name] = min(best.get(name, float("inf")), (time.perf_counter() - start) / repeats * 1000)
+  return best
+
+
 def matmul_peak(n=2048, repeats=5, rounds=5):
   """FLOP/s of a float32 [n, n] x [n, n] TF matmul: the fastest of `rounds` rounds."""
   a = tf.random.normal((n, n))
   b = tf.random.normal((n, n))
   f = tf.function(lambda: tf.matmul(a, b))
-  f().numpy()
-  best = float("inf")
-  for _ in range(rounds):
-    start = time.perf_counter()
-    for _ in range(repeats):
-      f().numpy()
-    best = min(best, time.perf_counter() - start)
-  return 2 * n ** 3 * repeats / best
+  ms = fastest_ms({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
+  return 2 * n ** 3 / (ms / 1000)
 
 
 def forward_flops(hp, vocab, batch, source_len, target_len):
@@ -186,16 +196,8 @@ def bench_dropout(shape=(2048, 512), repeats=50):
   from t2t_lite.training.trainer import build_model  # pylint: disable=import-outside-toplevel
   x = tf.random.normal(shape)
 
-  def ms(fn, rounds=5):
-    """Milliseconds per call: the fastest of `rounds` rounds of `repeats` calls."""
-    fn()
-    best = float("inf")
-    for _ in range(rounds):
-      start = time.perf_counter()
-      for _ in range(repeats):
-        fn()
-      best = min(best, (time.perf_counter() - start) / repeats * 1000)
-    return best
+  def ms(fn):
+    return fastest_ms({"fn": fn}, repeats, rounds=5)["fn"]
 
   def value_and_grad(layer, xla):
     @tf.function(jit_compile=xla or None)
@@ -246,16 +248,8 @@ def bench_adam(rounds=7):
       optimizer = cls(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
       optimizer.build(variables)
       update = tf.function(lambda o=optimizer: o.apply_gradients(zip(grads, variables)))
-      update().numpy()
-      updates[cls] = update
-    repeats = 20 if shape == "tiny" else 3
-    best = {}
-    for _ in range(rounds):
-      for cls, update in updates.items():
-        start = time.perf_counter()
-        for _ in range(repeats):
-          update().numpy()
-        best[cls] = min(best.get(cls, float("inf")), (time.perf_counter() - start) / repeats * 1000)
+      updates[cls] = lambda u=update: u().numpy()
+    best = fastest_ms(updates, repeats=20 if shape == "tiny" else 3, rounds=rounds)
     params = sum(int(np.prod(v.shape)) for v in variables)
     keras_ms, fused_ms = best[keras.optimizers.Adam], best[Adam]
     print(f"| {shape} | {params / 1e6:.1f}M | {keras_ms:.1f} | {fused_ms:.1f} | "

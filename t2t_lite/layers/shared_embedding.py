@@ -63,7 +63,6 @@ class SharedEmbedding(keras.layers.Layer):
     return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
 
   def call(self, inputs, reverse=False, transposed_table=None):
-    table = ops.cast(self.embeddings, self.compute_dtype)
     if reverse:
       if inputs.shape[-1] != self.hidden_size:
         raise ValueError(f"SharedEmbedding(reverse=True) expects activations [..., "
@@ -71,11 +70,12 @@ class SharedEmbedding(keras.layers.Layer):
       leading_shape = ops.shape(inputs)[:-1]
       x = ops.reshape(ops.cast(inputs, self.compute_dtype), (-1, self.hidden_size))
       # [N, V]; graph mode folds ops.transpose into the matmul, a compiled loop does not.
-      projection = (ops.transpose(table) if transposed_table is None
-                    else ops.cast(transposed_table, self.compute_dtype))
+      projection = ops.cast(self.transposed_table() if transposed_table is None
+                            else transposed_table, self.compute_dtype)
       logits = ops.matmul(x, projection)
       return ops.reshape(ops.cast(logits, "float32"), tuple(leading_shape) + (self.vocab_size,))
     ids = common.check_int_ids("inputs", inputs, range(0, 8), "[...] of token ids")
+    table = ops.cast(self.embeddings, self.compute_dtype)
     embedded = ops.take(table, ids, axis=0) * ops.cast(self.hidden_size ** 0.5, table.dtype)
     if self.zero_pad:
       embedded = embedded * ops.cast(ops.expand_dims(ops.not_equal(ids, 0), -1), table.dtype)
