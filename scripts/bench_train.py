@@ -5,6 +5,7 @@
     python scripts/bench_train.py --loss          # only the projection + loss, 2048 tokens
     python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
     python scripts/bench_train.py --adam          # only the optimizer update: Keras' Adam, fused
+    python scripts/bench_train.py --projection    # only the projections' input-gradient matmul
 
 Rows, each timed the same way (warm-up steps, every batch shape traced, excluded):
 - `t2t_lite`: the trainer's own step (`Trainer.train_step`: the model with its hashed dropout,
@@ -256,6 +257,40 @@ def bench_adam(rounds=7):
           f"{keras_ms / fused_ms:.2f}x |", flush=True)
 
 
+def bench_projection(rounds=3):
+  """The projections' input gradient `dy @ W^T` ([2048, k] x [512, k]^T): oneDNN's matmul with
+  `transpose_b` against the transpose made first (through `Snapshot`, as `common.project` does),
+  in GFLOP/s; then a transformer_base training step at 64x32 in a graph with `common.project`
+  and with plain matmuls, interleaved rounds."""
+  from keras import ops  # pylint: disable=import-outside-toplevel
+  from t2t_lite.layers import common  # pylint: disable=import-outside-toplevel
+  print("| dy @ W^T | transpose_b GFLOP/s | transposed copy GFLOP/s |")
+  print("|---|---|---|")
+  for k in (512, 1024, 1536, 2048):
+    dy, w = tf.random.normal((2048, k)), tf.random.normal((512, k))
+    fns = {"transpose_b": tf.function(lambda: tf.matmul(dy, w, transpose_b=True)),
+           "copy": tf.function(lambda: tf.matmul(dy, tf.raw_ops.Snapshot(input=tf.transpose(w))))}
+    best = fastest_ms({name: lambda f=f: f().numpy() for name, f in fns.items()}, 10, 5)
+    gflop = 2 * 2048 * k * 512 / 1e9
+    print(f"| [2048, {k}] x [512, {k}]^T | {gflop / best['transpose_b'] * 1000:.0f} | "
+          f"{gflop / best['copy'] * 1000:.0f} |", flush=True)
+  fast = common.project
+  steps = {}
+  for name, project in (("plain matmul", lambda x, kernel: ops.matmul(x, kernel)),
+                        ("common.project", fast)):
+    common.project = project  # read when the step is traced, in time_steps' warm-up
+    keras.utils.set_random_seed(0)
+    step = trainer_step(get_hparams("transformer_base"), 32000)
+    step(random_batches(32000, 64, 32)[0]).numpy()
+    steps[name] = step
+  common.project = fast
+  print("| transformer_base step, 64x32, graph | target tok/s |")
+  print("|---|---|")
+  for name, (tok_s, _) in time_steps(steps, random_batches(32000, 64, 32), 1, 3,
+                                     rounds=rounds).items():
+    print(f"| {name} | {tok_s:,.0f} |", flush=True)
+
+
 def time_steps(steps, batches, warmup, min_steps, min_seconds=5.0, rounds=3):
   """{name: (target tokens/s, s/step)} of each step function's fastest timing round.
 
@@ -310,6 +345,8 @@ def main():
                       help="only: Keras' dropout against the hashed one, and its share of a forward")
   parser.add_argument("--adam", action="store_true",
                       help="only: one Adam update of all variables, Keras' against the fused one")
+  parser.add_argument("--projection", action="store_true",
+                      help="only: the projections' input-gradient matmul, transpose_b against a copy")
   parser.add_argument("--memory", action="store_true",
                       help="only: peak resident memory of base training steps at 4096 tokens (128x32)")
   args = parser.parse_args()
@@ -321,6 +358,9 @@ def main():
     return
   if args.adam:
     bench_adam()
+    return
+  if args.projection:
+    bench_projection()
     return
   if args.memory:
     import resource
