@@ -3,6 +3,7 @@
     python scripts/bench_decode.py                          # tiny and base, batch 64 and 1
     python scripts/bench_decode.py --shapes base --batches 64
     python scripts/bench_decode.py --top_k                  # only the beam search's candidate top-k
+    python scripts/bench_decode.py --gemv                   # only base's batch-1 matrix-vector products
 
 Random weights; every source has 30 tokens and every output exactly 30 (EOS is masked out and
 `extra_length=0`, so each sentence runs to its length limit): the work is fixed, as in
@@ -180,10 +181,15 @@ def read_bandwidth(gib=1, rounds=5):
   return gib * 2 ** 30 / best
 
 
+def _is_kv_kernel(variable):
+  """The encoder-decoder key/value kernel (not the self-attention's `qkv_kernel`)."""
+  return variable.path.rsplit("/", 1)[-1] == "kv_kernel"
+
+
 def weight_bytes_per_step(model):
   """Float32 bytes a greedy step at batch 1 must read: the decoder's weights, except the
   encoder-decoder key/value kernels (used once per source), and the output projection's table."""
-  decoder = sum(int(np.prod(v.shape)) for v in model.decoder.weights if "kv_kernel" not in v.path)
+  decoder = sum(int(np.prod(v.shape)) for v in model.decoder.weights if not _is_kv_kernel(v))
   return 4 * (decoder + int(np.prod(model.embedding.embeddings.shape)))
 
 
@@ -269,6 +275,53 @@ def bench_top_k(batch=64, beam=4, repeats=50):
           f"{times[0] / times[1]:.1f}x | {same} |", flush=True)
 
 
+def bench_gemv(repeats=30):
+  """Where base's batch-1 greedy step goes: its matrix-vector products alone, compiled with XLA.
+
+  The decoder's per-step kernels (self-attention qkv and output, encoder-decoder query and
+  output, the two feed-forward kernels; the encoder-decoder key/value kernel is used once per
+  source) multiplied in sequence, one [1, d] row through each as in a step, then the output
+  projection [1, d] x [d, 32000] alone; each as GB/s of weights read, beside the streaming read
+  bandwidth. XLA's CPU backend runs a matrix-vector product as its own single-threaded loop, so
+  the small kernels (1-4 MB each) stream at about one core's bandwidth.
+  """
+  keras.utils.set_random_seed(0)
+  model = Transformer.from_hparams(get_hparams("transformer_base"), 32000)
+  model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})
+  d = model.hidden_size
+  kernels = [v for v in model.decoder.weights if len(v.shape) == 2 and not _is_kv_kernel(v)]
+  table = tf.transpose(model.embedding.embeddings)                      # [d, V], as in the search
+  row = tf.random.normal((1, d))
+
+  @tf.function(jit_compile=True)
+  def decoder_kernels():
+    h = residual = row
+    live = 0.0
+    for kernel in kernels:
+      y = tf.matmul(h, kernel)
+      if y.shape[-1] == d:          # output projections and the second feed-forward kernel
+        residual += y
+        h = residual
+      elif kernel.shape[0] == d and "feed_forward" in kernel.path:
+        h = tf.nn.relu(y)           # the first feed-forward kernel
+      else:
+        live += tf.reduce_sum(y)    # qkv: its keys and values go to the cache
+    return h[0, 0] + live
+
+  output = tf.function(lambda: tf.matmul(row, table)[0, 0], jit_compile=True)
+  sizes = {"decoder kernels of one step, in sequence": 4 * sum(int(np.prod(k.shape)) for k in kernels),
+           "output projection [1, 512] x [512, 32000]": 4 * int(np.prod(table.shape))}
+  bandwidth = read_bandwidth()
+  print(f"streaming read bandwidth (reduce_sum over 1 GiB): {bandwidth / 1e9:.1f} GB/s")
+  print("| base, batch 1, XLA | MB | ms | GB/s |")
+  print("|---|---|---|---|")
+  runs = {name: lambda _, f=fn: f().numpy() for name, fn in zip(sizes, (decoder_kernels, output))}
+  for name, (seconds, _) in timed_interleaved(runs, None, repeats).items():
+    size = sizes[name]
+    print(f"| {name} | {size / 1e6:.0f} | {seconds * 1000:.2f} | {size / seconds / 1e9:.1f} |",
+          flush=True)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--shapes", default="tiny,base")
@@ -279,9 +332,14 @@ def main():
   parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))
   parser.add_argument("--top_k", action="store_true",
                       help="only: the beam search's candidate top-k, XLA's against top_candidates")
+  parser.add_argument("--gemv", action="store_true",
+                      help="only: base's batch-1 step matrix-vector products under XLA, in GB/s")
   args = parser.parse_args()
   if args.top_k:
     bench_top_k()
+    return
+  if args.gemv:
+    bench_gemv()
     return
   ct2 = not args.no_ctranslate2
   if ct2:
