@@ -2,6 +2,8 @@
 
     python scripts/bench_train.py                 # tiny and base, 64x32 and 16x128, + Multi30k
     python scripts/bench_train.py --shapes tiny --steps 10 --rounds 3
+    python scripts/bench_train.py --shapes base --batches 16x128
+    python scripts/bench_train.py --precisions float32   # float32 rows only (about half the time)
     python scripts/bench_train.py --loss          # only the projection + loss, 2048 tokens
     python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
     python scripts/bench_train.py --adam          # only the optimizer update: Keras' Adam, fused
@@ -19,20 +21,29 @@ Rows, each timed the same way (warm-up steps, every batch shape traced, excluded
   from_logits=True, label_smoothing=0.1)` over one-hot targets, padding masked by
   `sample_weight`. `keras-hub XLA`: the same step compiled with XLA (the issue's best peer setting
   on tiny). `keras-hub + our loss`: the peer's layers with t2t_lite's loss kernel, which isolates
-  the layers.
+  the layers (float32 only).
+- `... bf16`: the same steps under Keras' `mixed_bfloat16` policy (float32 variables, Adam and
+  softmaxes; bfloat16 matmuls), ours through `mixed_precision=mixed_bfloat16` and the peer through
+  `keras.mixed_precision.set_global_policy`, as a Keras user turns it on. On a CPU with AVX512_BF16
+  (this one) oneDNN runs bfloat16 matmuls about twice as fast as float32 ones; XLA's CPU dots do
+  not. `--precisions float32` times float32 alone, as before.
 
 FLOPs per training step = 3 x forward FLOPs (backward = 2 x forward), forward counted as
 2 x multiply-adds of every matmul: projections and FFN per token, attention scores and
 weighted sums (S^2 d per layer for encoder self-attention, T^2 d and T S d for the decoder),
-and the output projection T d V. MFU = model FLOPs/s / this CPU's float32 matmul peak, measured
-in the same run with a TF matmul of 2048x2048 (fastest of 5 rounds). The "ceiling" row is the
-tokens/s of a step that ran every counted FLOP at that peak and did nothing else (MFU 1.0), over
-the best peer. Timing: all configurations of a row are built and traced, then timed in
-`--rounds` interleaved rounds (each at least 5 s and `--steps` steps); each reports its fastest.
+and the output projection T d V. MFU = model FLOPs/s / this CPU's matmul peak at the row's
+precision (float32, or bfloat16 for the bf16 rows), measured in the same run with a TF matmul of
+2048x2048 (fastest of 5 rounds). Ratios are printed within each precision and across both (ours'
+fastest row over the fastest peer row of any precision: each side in its best configuration).
+A "ceiling" row is the tokens/s of a step that ran every counted FLOP at a precision's peak and
+did nothing else (MFU 1.0), over the best peer of any precision. Timing: all configurations of
+a row are built and traced, then timed in `--rounds` interleaved rounds (each at least 5 s and
+`--steps` steps); each reports its fastest.
 Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 """
 
 import argparse
+import gc
 import os
 import tempfile
 import time
@@ -50,6 +61,8 @@ from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross
                                     smoothed_cross_entropy)
 
 SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
+# Keras dtype policy: (row-name suffix, matmul dtype of its peak)
+PRECISIONS = {"float32": ("", "float32"), "mixed_bfloat16": (" bf16", "bfloat16")}
 
 
 def fastest_ms(fns, repeats, rounds):
@@ -68,10 +81,10 @@ def fastest_ms(fns, repeats, rounds):
   return best
 
 
-def matmul_peak(n=2048, repeats=5, rounds=5):
-  """FLOP/s of a float32 [n, n] x [n, n] TF matmul: the fastest of `rounds` rounds."""
-  a = tf.random.normal((n, n))
-  b = tf.random.normal((n, n))
+def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
+  """FLOP/s of a [n, n] x [n, n] TF matmul in `dtype`: the fastest of `rounds` rounds."""
+  a = tf.cast(tf.random.normal((n, n)), dtype)
+  b = tf.cast(tf.random.normal((n, n)), dtype)
   f = tf.function(lambda: tf.matmul(a, b))
   ms = fastest_ms({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
   return 2 * n ** 3 / (ms / 1000)
@@ -145,9 +158,9 @@ def make_step(model, hp, loss="keras", xla=False):
   return step
 
 
-def trainer_step(hp, vocab, xla=False):
+def trainer_step(hp, vocab, xla=False, precision="float32"):
   """t2t_lite's own training step, through the Trainer (output in a temporary directory)."""
-  trainer = trainer_lib.Trainer(hp.replace(xla_compile=xla), vocab,
+  trainer = trainer_lib.Trainer(hp.replace(xla_compile=xla, mixed_precision=precision), vocab,
                                 tempfile.mkdtemp(prefix="bench_train_"))
   return lambda batch: trainer.train_step(batch)[0]
 
@@ -340,6 +353,10 @@ def main():
   parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
+  parser.add_argument("--batches", default="64x32,16x128,multi30k",
+                      help="comma-separated: BATCHxLENGTH random batches, multi30k (tiny only)")
+  parser.add_argument("--precisions", default="float32,mixed_bfloat16",
+                      help="comma-separated: float32, mixed_bfloat16 (each timed for ours and the peers)")
   parser.add_argument("--loss", action="store_true", help="only: the loss kernels alone")
   parser.add_argument("--dropout", action="store_true",
                       help="only: Keras' dropout against the hashed one, and its share of a forward")
@@ -371,53 +388,86 @@ def main():
     print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
           f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
     return
-  peak = matmul_peak()
-  print(f"float32 matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
-        f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")
-  print("| shape | batch | model | target tok/s | s/step | MFU |")
+  precisions = args.precisions.split(",")
+  for precision in precisions:
+    if precision not in PRECISIONS:
+      parser.error(f"--precisions: {precision!r} is not one of {', '.join(PRECISIONS)}")
+  peaks = {p: matmul_peak(dtype=PRECISIONS[p][1]) for p in precisions}
+  for precision, peak in peaks.items():
+    print(f"{PRECISIONS[precision][1]} matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
+          f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")
+  print("| shape | batch | model | target tok/s | s/step | MFU (at its precision's peak) |")
   print("|---|---|---|---|---|---|")
   for shape in args.shapes.split(","):
     set_name, vocab = SHAPES[shape]
     hp = get_hparams(set_name)
-    workloads = [(f"{b}x{l}", random_batches(vocab, b, l)) for b, l in ((64, 32), (16, 128))]
-    if shape == "tiny":
-      workloads.append(("Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))))
+    workloads = []
+    for name in args.batches.split(","):
+      if name == "multi30k":
+        if shape == "tiny":
+          workloads.append(("Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))))
+      else:
+        b, l = (int(n) for n in name.split("x"))
+        workloads.append((name, random_batches(vocab, b, l)))
     for label, batches in workloads:
       vocab_here = vocab if "x" in label else 8000
       flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
                                          b["targets"].shape[1]) for b in batches])
-      runs = {"t2t_lite": lambda: trainer_step(hp, vocab_here),
-              "t2t_lite XLA": lambda: trainer_step(hp, vocab_here, xla=True)}
-      if not args.no_peer:
-        for name, loss, xla in (("keras-hub", "keras", False), ("keras-hub XLA", "keras", True),
-                                ("keras-hub + our loss", "t2t_lite", False)):
-          runs[name] = lambda loss=loss, xla=xla: peer_step(hp, vocab_here, batches[0], loss, xla)
+      runs = {}  # name: (precision, builder)
+      for precision in precisions:
+        suffix = PRECISIONS[precision][0]
+        for xla in (False, True):
+          runs[f"t2t_lite{' XLA' * xla}{suffix}"] = (precision, lambda p=precision, x=xla: trainer_step(
+              hp, vocab_here, xla=x, precision=p))
+        if not args.no_peer:
+          peers = [("keras-hub", "keras", False), ("keras-hub XLA", "keras", True)]
+          if precision == "float32":
+            peers.append(("keras-hub + our loss", "t2t_lite", False))
+          for name, loss, xla in peers:
+            runs[name + suffix] = (precision, lambda p=precision, loss=loss, xla=xla: peer_step(
+                hp, vocab_here, batches[0], loss, xla, p))
       steps = {}
-      for name, build in runs.items():
+      for name, (_, build) in runs.items():
         keras.utils.set_random_seed(0)
         steps[name] = build()
+      keras.mixed_precision.set_global_policy("float32")
       min_steps = args.steps or (10 if shape == "tiny" else 3)
       timings = time_steps(steps, batches, args.warmup, min_steps, rounds=args.rounds)
       results = {}
       for name, (tok_s, s_step) in timings.items():
         results[name] = tok_s
+        peak = peaks[runs[name][0]]
         print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
               flush=True)
+      tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
       # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
-      peers = {k: v for k, v in results.items() if k in ("keras-hub", "keras-hub XLA")}
-      if peers:
-        ours = max((k for k in results if k.startswith("t2t_lite")), key=results.get)
+      is_peer = lambda name: name.startswith("keras-hub") and "our loss" not in name  # noqa: E731
+      groups = [(PRECISIONS[p][1], [n for n in results if runs[n][0] == p]) for p in precisions]
+      if len(precisions) > 1:
+        groups.append(("any precision", list(results)))
+      for group, names in groups:
+        peers = {n: results[n] for n in names if is_peer(n)}
+        if not peers:
+          continue
+        ours = max((n for n in names if n.startswith("t2t_lite")), key=results.get)
         best = max(peers, key=peers.get)
-        print(f"| {shape} | {label} | {ours} / best peer ({best}) | "
+        print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
               f"{results[ours] / results[best]:.2f}x | | |", flush=True)
-        # Every counted FLOP at the matmul peak and nothing else: no step can be faster.
-        tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
-        ceiling = tokens * peak / flops
-        print(f"| {shape} | {label} | ceiling (MFU 1.0: {ceiling:,.0f} tok/s) / best peer | "
-              f"{ceiling / results[best]:.2f}x | | |", flush=True)
+      steps.clear()  # frees this row's models before the next row builds its own
+      gc.collect()
+      keras.backend.clear_session()
+      for precision in precisions:
+        # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
+        peers = {n: v for n, v in results.items() if is_peer(n)}
+        if peers:
+          ceiling = tokens * peaks[precision] / flops
+          print(f"| {shape} | {label} | ceiling (MFU 1.0 at the {PRECISIONS[precision][1]} peak: "
+                f"{ceiling:,.0f} tok/s) / best peer ({max(peers, key=peers.get)}) | "
+                f"{ceiling / max(peers.values()):.2f}x | | |", flush=True)
 
 
-def peer_step(hp, vocab, first_batch, loss, xla):
+def peer_step(hp, vocab, first_batch, loss, xla, precision="float32"):
+  keras.mixed_precision.set_global_policy(precision)  # as a Keras user turns it on
   model = KerasHubPeer(hp, vocab)
   model(first_batch)
   return make_step(model, hp, loss, xla)

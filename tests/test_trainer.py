@@ -125,6 +125,38 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
 
 
+def test_mixed_bfloat16_trains_like_float32(tmp_path):
+  """mixed_bfloat16 (bench_train's fastest setting on CPUs with AVX512_BF16) really computes in
+  bfloat16, keeps float32 variables, and follows the float32 run's losses closely."""
+  import keras  # pylint: disable=import-outside-toplevel
+  hp = get_hparams(TINY, MICRO + ",layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0,"
+                   "learning_rate_warmup_steps=10")
+  rng = np.random.default_rng(0)
+  batch = {"inputs": rng.integers(2, 30, (8, 6)).astype("int32"),
+           "targets": rng.integers(2, 30, (8, 6)).astype("int32")}
+  try:
+    full = trainer.Trainer(hp, 32, str(tmp_path / "f32"))
+    mixed = trainer.Trainer(hp.replace(mixed_precision="mixed_bfloat16"), 32, str(tmp_path / "bf16"))
+    start = full.model.get_weights()
+    mixed.model.set_weights(start)
+    assert mixed.model.features(batch).dtype == tf.bfloat16
+    dtypes = {v.dtype for v in mixed.model.weights + mixed.optimizer.variables}
+    assert dtypes <= {"float32", "int64"}, dtypes  # float32 weights and Adam slots
+    losses = {"f32": [], "bf16": []}
+    for _ in range(6):  # a single batch at a high learning rate: the runs part after ~7 steps
+      losses["f32"].append(float(full.train_step(batch)[0]))
+      losses["bf16"].append(float(mixed.train_step(batch)[0]))
+  finally:
+    keras.mixed_precision.set_global_policy("float32")  # the Trainer sets the global policy
+  np.testing.assert_allclose(losses["bf16"], losses["f32"], rtol=0.03)
+  assert losses["bf16"][-1] < losses["bf16"][0] - 1.0
+  # Both moved their weights the same way: the runs differ by a fraction of how far they moved.
+  moved = np.sqrt(sum(np.sum((x - x0) ** 2) for x, x0 in zip(full.model.get_weights(), start)))
+  apart = np.sqrt(sum(np.sum((x - y) ** 2)
+                      for x, y in zip(full.model.get_weights(), mixed.model.get_weights())))
+  assert apart < 0.2 * moved, (apart, moved)
+
+
 def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypatch):
   problem = get_problem("algorithmic_copy")
   out, data = str(tmp_path / "run"), str(tmp_path / "data")
