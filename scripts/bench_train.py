@@ -37,14 +37,16 @@ precision (float32, or bfloat16 for the bf16 rows), measured in the same run wit
 fastest row over the fastest peer row of any precision: each side in its best configuration).
 A "ceiling" row is the tokens/s of a step that ran every counted FLOP at a precision's peak and
 did nothing else (MFU 1.0), over the best peer of any precision. Timing: all configurations of
-a row are built and traced, then timed in `--rounds` interleaved rounds (each at least 5 s and
+a row (each row in a process of its own, which measures its own matmul peaks) are built and
+traced, then timed in `--rounds` interleaved rounds (each at least 5 s and
 `--steps` steps); each reports its fastest.
 Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 """
 
 import argparse
-import gc
 import os
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -388,6 +390,18 @@ def main():
     print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
           f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
     return
+  rows = [(shape, batches) for shape in args.shapes.split(",") for batches in args.batches.split(",")
+          if batches != "multi30k" or shape == "tiny"]
+  if len(rows) > 1:
+    # One process per row: TensorFlow does not give back a row's models, traces and XLA programs
+    # (nine base configurations per row), and two base rows in one process ran out of 24 GiB.
+    for shape, batches in rows:
+      command = [sys.executable, os.path.abspath(__file__), "--shapes", shape, "--batches", batches]
+      for flag in ("steps", "rounds", "warmup", "precisions"):
+        if getattr(args, flag) is not None:
+          command += [f"--{flag}", str(getattr(args, flag))]
+      subprocess.run(command + (["--no_peer"] if args.no_peer else []), check=True)
+    return
   precisions = args.precisions.split(",")
   for precision in precisions:
     if precision not in PRECISIONS:
@@ -453,9 +467,6 @@ def main():
         best = max(peers, key=peers.get)
         print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
               f"{results[ours] / results[best]:.2f}x | | |", flush=True)
-      steps.clear()  # frees this row's models before the next row builds its own
-      gc.collect()
-      keras.backend.clear_session()
       for precision in precisions:
         # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
         peers = {n: v for n, v in results.items() if is_peer(n)}
