@@ -129,8 +129,11 @@ def test_mixed_bfloat16_trains_like_float32(tmp_path):
   """mixed_bfloat16 (bench_train's fastest setting on CPUs with AVX512_BF16) really computes in
   bfloat16, keeps float32 variables, and follows the float32 run's losses closely."""
   import keras  # pylint: disable=import-outside-toplevel
+  keras.utils.set_random_seed(0)
+  # A gentle learning rate: at warmup 10, one batch overfit at a high rate made both runs chaotic
+  # after a few steps (float32 alone stalled or not from seed to seed).
   hp = get_hparams(TINY, MICRO + ",layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0,"
-                   "learning_rate_warmup_steps=10")
+                   "learning_rate_warmup_steps=40")
   rng = np.random.default_rng(0)
   batch = {"inputs": rng.integers(2, 30, (8, 6)).astype("int32"),
            "targets": rng.integers(2, 30, (8, 6)).astype("int32")}
@@ -143,13 +146,13 @@ def test_mixed_bfloat16_trains_like_float32(tmp_path):
     dtypes = {v.dtype for v in mixed.model.weights + mixed.optimizer.variables}
     assert dtypes <= {"float32", "int64"}, dtypes  # float32 weights and Adam slots
     losses = {"f32": [], "bf16": []}
-    for _ in range(6):  # a single batch at a high learning rate: the runs part after ~7 steps
+    for _ in range(6):
       losses["f32"].append(float(full.train_step(batch)[0]))
       losses["bf16"].append(float(mixed.train_step(batch)[0]))
   finally:
     keras.mixed_precision.set_global_policy("float32")  # the Trainer sets the global policy
-  np.testing.assert_allclose(losses["bf16"], losses["f32"], rtol=0.03)
-  assert losses["bf16"][-1] < losses["bf16"][0] - 1.0
+  np.testing.assert_allclose(losses["bf16"], losses["f32"], rtol=0.01)  # measured: < 0.001
+  assert losses["bf16"][-1] < losses["bf16"][0] - 0.5
   # Both moved their weights the same way: the runs differ by a fraction of how far they moved.
   moved = np.sqrt(sum(np.sum((x - x0) ** 2) for x, x0 in zip(full.model.get_weights(), start)))
   apart = np.sqrt(sum(np.sum((x - y) ** 2)
