@@ -49,6 +49,14 @@ EOS = 1
 UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
 
 
+def random_model(set_name, vocab):
+  """A built Transformer of the hparams set `set_name` with random weights (seed 0)."""
+  keras.utils.set_random_seed(0)
+  model = Transformer.from_hparams(get_hparams(set_name), vocab)
+  model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})  # build
+  return model
+
+
 class NoEos:
   """The model with EOS made impossible, so every output has its full length."""
 
@@ -285,9 +293,7 @@ def bench_gemv(repeats=30):
   bandwidth. XLA's CPU backend runs a matrix-vector product as its own single-threaded loop, so
   the small kernels (1-4 MB each) stream at about one core's bandwidth.
   """
-  keras.utils.set_random_seed(0)
-  model = Transformer.from_hparams(get_hparams("transformer_base"), 32000)
-  model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})
+  model = random_model(*SHAPES["base"])
   d = model.hidden_size
   kernels = [v for v in model.decoder.weights if len(v.shape) == 2 and not _is_kv_kernel(v)]
   table = tf.transpose(model.embedding.embeddings)                      # [d, V], as in the search
@@ -357,9 +363,7 @@ def main():
   print("|---|---|---|---|---|")
   for shape in args.shapes.split(","):
     set_name, vocab = SHAPES[shape]
-    keras.utils.set_random_seed(0)
-    model = Transformer.from_hparams(get_hparams(set_name), vocab)
-    model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})  # build
+    model = random_model(set_name, vocab)
     for batch in (int(b) for b in args.batches.split(",")):
       source = tf.constant(np.random.default_rng(0).integers(2, vocab, (batch, LENGTH)), tf.int32)
       runs = {}

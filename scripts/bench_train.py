@@ -390,6 +390,10 @@ def main():
     print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
           f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
     return
+  precisions = args.precisions.split(",")
+  for precision in precisions:
+    if precision not in PRECISIONS:
+      parser.error(f"--precisions: {precision!r} is not one of {', '.join(PRECISIONS)}")
   rows = [(shape, batches) for shape in args.shapes.split(",") for batches in args.batches.split(",")
           if batches != "multi30k" or shape == "tiny"]
   if len(rows) > 1:
@@ -402,79 +406,70 @@ def main():
           command += [f"--{flag}", str(getattr(args, flag))]
       subprocess.run(command + (["--no_peer"] if args.no_peer else []), check=True)
     return
-  precisions = args.precisions.split(",")
-  for precision in precisions:
-    if precision not in PRECISIONS:
-      parser.error(f"--precisions: {precision!r} is not one of {', '.join(PRECISIONS)}")
   peaks = {p: matmul_peak(dtype=PRECISIONS[p][1]) for p in precisions}
   for precision, peak in peaks.items():
     print(f"{PRECISIONS[precision][1]} matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
           f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")
   print("| shape | batch | model | target tok/s | s/step | MFU (at its precision's peak) |")
   print("|---|---|---|---|---|---|")
-  for shape in args.shapes.split(","):
+  for shape, row in rows:  # at most one: more run in processes of their own (above)
     set_name, vocab = SHAPES[shape]
     hp = get_hparams(set_name)
-    workloads = []
-    for name in args.batches.split(","):
-      if name == "multi30k":
-        if shape == "tiny":
-          workloads.append(("Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))))
-      else:
-        b, l = (int(n) for n in name.split("x"))
-        workloads.append((name, random_batches(vocab, b, l)))
-    for label, batches in workloads:
-      vocab_here = vocab if "x" in label else 8000
-      flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
-                                         b["targets"].shape[1]) for b in batches])
-      runs = {}  # name: (precision, builder)
-      for precision in precisions:
-        suffix = PRECISIONS[precision][0]
-        for xla in (False, True):
-          runs[f"t2t_lite{' XLA' * xla}{suffix}"] = (precision, lambda p=precision, x=xla: trainer_step(
-              hp, vocab_here, xla=x, precision=p))
-        if not args.no_peer:
-          peers = [("keras-hub", "keras", False), ("keras-hub XLA", "keras", True)]
-          if precision == "float32":
-            peers.append(("keras-hub + our loss", "t2t_lite", False))
-          for name, loss, xla in peers:
-            runs[name + suffix] = (precision, lambda p=precision, loss=loss, xla=xla: peer_step(
-                hp, vocab_here, batches[0], loss, xla, p))
-      steps = {}
-      for name, (_, build) in runs.items():
-        keras.utils.set_random_seed(0)
-        steps[name] = build()
-      keras.mixed_precision.set_global_policy("float32")
-      min_steps = args.steps or (10 if shape == "tiny" else 3)
-      timings = time_steps(steps, batches, args.warmup, min_steps, rounds=args.rounds)
-      results = {}
-      for name, (tok_s, s_step) in timings.items():
-        results[name] = tok_s
-        peak = peaks[runs[name][0]]
-        print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
-              flush=True)
-      tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
-      # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
-      is_peer = lambda name: name.startswith("keras-hub") and "our loss" not in name  # noqa: E731
-      groups = [(PRECISIONS[p][1], [n for n in results if runs[n][0] == p]) for p in precisions]
-      if len(precisions) > 1:
-        groups.append(("any precision", list(results)))
-      for group, names in groups:
-        peers = {n: results[n] for n in names if is_peer(n)}
-        if not peers:
-          continue
-        ours = max((n for n in names if n.startswith("t2t_lite")), key=results.get)
-        best = max(peers, key=peers.get)
-        print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
-              f"{results[ours] / results[best]:.2f}x | | |", flush=True)
-      for precision in precisions:
-        # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
-        peers = {n: v for n, v in results.items() if is_peer(n)}
-        if peers:
-          ceiling = tokens * peaks[precision] / flops
-          print(f"| {shape} | {label} | ceiling (MFU 1.0 at the {PRECISIONS[precision][1]} peak: "
-                f"{ceiling:,.0f} tok/s) / best peer ({max(peers, key=peers.get)}) | "
-                f"{ceiling / max(peers.values()):.2f}x | | |", flush=True)
+    if row == "multi30k":
+      label, batches = "Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))
+    else:
+      b, l = (int(n) for n in row.split("x"))
+      label, batches = row, random_batches(vocab, b, l)
+    vocab_here = vocab if "x" in label else 8000
+    flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
+                                       b["targets"].shape[1]) for b in batches])
+    runs = {}  # name: (precision, builder)
+    for precision in precisions:
+      suffix = PRECISIONS[precision][0]
+      for xla in (False, True):
+        runs[f"t2t_lite{' XLA' * xla}{suffix}"] = (precision, lambda p=precision, x=xla: trainer_step(
+            hp, vocab_here, xla=x, precision=p))
+      if not args.no_peer:
+        peer_configs = [("keras-hub", "keras", False), ("keras-hub XLA", "keras", True)]
+        if precision == "float32":
+          peer_configs.append(("keras-hub + our loss", "t2t_lite", False))
+        for name, loss, xla in peer_configs:
+          runs[name + suffix] = (precision, lambda p=precision, loss=loss, xla=xla: peer_step(
+              hp, vocab_here, batches[0], loss, xla, p))
+    steps = {}
+    for name, (_, build) in runs.items():
+      keras.utils.set_random_seed(0)
+      steps[name] = build()
+    keras.mixed_precision.set_global_policy("float32")
+    min_steps = args.steps or (10 if shape == "tiny" else 3)
+    timings = time_steps(steps, batches, args.warmup, min_steps, rounds=args.rounds)
+    results = {}
+    for name, (tok_s, s_step) in timings.items():
+      results[name] = tok_s
+      peak = peaks[runs[name][0]]
+      print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
+            flush=True)
+    tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
+    # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
+    is_peer = lambda name: name.startswith("keras-hub") and "our loss" not in name  # noqa: E731
+    groups = [(PRECISIONS[p][1], [n for n in results if runs[n][0] == p]) for p in precisions]
+    if len(precisions) > 1:
+      groups.append(("any precision", list(results)))
+    for group, names in groups:
+      peers = {n: results[n] for n in names if is_peer(n)}
+      if not peers:
+        continue
+      ours = max((n for n in names if n.startswith("t2t_lite")), key=results.get)
+      best = max(peers, key=peers.get)
+      print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
+            f"{results[ours] / results[best]:.2f}x | | |", flush=True)
+    peers = {n: v for n, v in results.items() if is_peer(n)}
+    for precision in precisions if peers else ():
+      # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
+      ceiling = tokens * peaks[precision] / flops
+      print(f"| {shape} | {label} | ceiling (MFU 1.0 at the {PRECISIONS[precision][1]} peak: "
+            f"{ceiling:,.0f} tok/s) / best peer ({max(peers, key=peers.get)}) | "
+            f"{ceiling / max(peers.values()):.2f}x | | |", flush=True)
 
 
 def peer_step(hp, vocab, first_batch, loss, xla, precision="float32"):

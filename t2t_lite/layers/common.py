@@ -94,9 +94,9 @@ def project(x, kernel):
   explicitly transposed copy of the kernel instead of a matmul with `transpose_b`: oneDNN ran
   `[2048, k] x [512, k]^T` at 148-170 GFLOP/s here against 191-206 for the same product with the
   transpose made first (the QKV, output, encoder-decoder and first feed-forward projections of a
-  d 512 model; `python scripts/bench_train.py --projection`). TF's graph optimizer folds a plain transpose back into the matmul, so the copy
-  goes through `Snapshot`. Values and gradients are those of `ops.matmul`; other backends and
-  shapes use it directly.
+  d 512 model; `python scripts/bench_train.py --projection`). TF's graph optimizer folds a plain
+  transpose back into the matmul, so the copy goes through `Snapshot`. Values and gradients are
+  those of `ops.matmul`; other backends and shapes use it directly.
   """
   d_in, d_out = kernel.shape[0], kernel.shape[1]
   if keras.backend.backend() != "tensorflow" or not 256 <= d_in <= d_out:
