@@ -224,6 +224,22 @@ def test_feed_forward_matches_numpy():
   assert [tuple(w.shape) for w in layer.weights] == [(D, 32), (32,), (32, D), (D,)]
 
 
+def test_feed_forward_at_one_row_matches_numpy():
+  """One row at inference (a batch-1 decoding step) moves the biases past the products
+  (max(h, -b1) + b1, h - (-b2)); it is the same function, with pre-activations of both signs."""
+  layer = FeedForward(filter_size=32)
+  x = random_array(3, D, seed=1)
+  layer(x)
+  layer.bias_1.assign(random_array(32, seed=3))
+  layer.bias_2.assign(random_array(D, seed=4))
+  expected = np_ffn(x, layer)
+  pre_activation = x[:1] @ to_np(layer.kernel_1) + to_np(layer.bias_1)
+  assert (pre_activation > 0).any() and (pre_activation < 0).any()
+  np.testing.assert_allclose(to_np(layer(x[:1], training=False)), expected[:1], atol=1e-5)
+  np.testing.assert_allclose(to_np(layer(x[None, :1], training=False))[0], expected[:1], atol=1e-5)
+  np.testing.assert_allclose(to_np(layer(x, training=False)), expected, atol=1e-5)
+
+
 # ---- Position encodings ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ["concat", "interleave"])
