@@ -59,8 +59,8 @@ def random_model(set_name, vocab):
 
 def mask_eos(logits):
   """EOS made impossible, with a select, not an added one-hot mask: XLA fuses an add into the
-  output projection's matrix-vector product, which then ran 1.23x slower at batch 1 (`--gemv`);
-  decoding proper adds nothing there, so the benchmark must not either."""
+  output projection's matrix-vector product, which then ran 1.23-1.27x slower at batch 1
+  (`--gemv`); decoding proper adds nothing there, so the benchmark must not either."""
   return tf.where(tf.range(logits.shape[-1]) == EOS, tf.constant(-1e9, logits.dtype), logits)
 
 
@@ -296,7 +296,8 @@ def bench_gemv(repeats=30):
   source) multiplied in sequence, one [1, d] row through each as in a step, then the output
   projection [1, d] x [d, 32000] alone; each as GB/s of weights read, beside the streaming read
   bandwidth. XLA's CPU backend runs a matrix-vector product as its own single-threaded loop, so
-  the small kernels (1-4 MB each) stream at about one core's bandwidth.
+  the small kernels (1-4 MB each) stream at about one core's bandwidth. A peer kernel on the
+  same weights: numpy's BLAS (OpenBLAS's sgemv, multi-threaded), the same chain.
 
   Then the cost of an add right after a product, which XLA fuses into it (an "output fusion",
   run by a slower loop than the plain product): the six feed-forward networks with the biases
@@ -325,6 +326,22 @@ def bench_gemv(repeats=30):
     return h[0, 0] + live
 
   output = tf.function(lambda: tf.matmul(row, table)[0, 0], jit_compile=True)
+  np_kernels, np_table, np_row = [k.numpy() for k in kernels], table.numpy(), row.numpy()[0]
+
+  def numpy_decoder_kernels():  # the same chain on numpy's BLAS (OpenBLAS: sgemv, all cores)
+    h = residual = np_row
+    live = 0.0
+    for kernel, variable in zip(np_kernels, kernels):
+      y = h @ kernel
+      if y.shape[-1] == d:
+        residual = residual + y
+        h = residual
+      elif kernel.shape[0] == d and "feed_forward" in variable.path:
+        h = np.maximum(y, 0)
+      else:
+        live += y.sum()
+    return h[0] + live
+
   feed_forwards = [block.feed_forward for block in model.decoder.blocks]
   for ffn in feed_forwards:  # non-zero biases, so that adding them is real work
     ffn.bias_1.assign(tf.random.normal(ffn.bias_1.shape))
@@ -349,6 +366,9 @@ def bench_gemv(repeats=30):
   runs = {"decoder kernels of one step, in sequence": (decoder_kernels, 4 * sum(
               int(np.prod(k.shape)) for k in kernels)),
           "output projection [1, 512] x [512, 32000]": (output, table_bytes),
+          "decoder kernels of one step, in sequence, numpy (OpenBLAS)": (
+              numpy_decoder_kernels, 4 * sum(int(np.prod(k.shape)) for k in kernels)),
+          "output projection, numpy (OpenBLAS)": (lambda: (np_row @ np_table)[0], table_bytes),
           "6 feed-forward networks, relu(x W1 + b1) W2 + b2": (ffn_fused, ffn_bytes),
           "6 feed-forward networks, FeedForward at one row": (ffn_layer, ffn_bytes),
           "output projection, then + one-hot (fused), max": (output_add, table_bytes),
@@ -356,15 +376,15 @@ def bench_gemv(repeats=30):
   np.testing.assert_allclose(ffn_fused().numpy(), ffn_layer().numpy(), rtol=1e-4, atol=1e-4)
   bandwidth = read_bandwidth()
   print(f"streaming read bandwidth (reduce_sum over 1 GiB): {bandwidth / 1e9:.1f} GB/s")
-  print("| base, batch 1, XLA | MB | ms | GB/s |")
+  print("| base, batch 1 (XLA unless named) | MB | ms | GB/s |")
   print("|---|---|---|---|")
-  timings = timed_interleaved({name: lambda _, f=fn: f().numpy() for name, (fn, _) in runs.items()},
+  timings = timed_interleaved({name: lambda _, f=fn: np.asarray(f()) for name, (fn, _) in runs.items()},
                               None, repeats)
   for name, (seconds, _) in timings.items():
     size = runs[name][1]
     print(f"| {name} | {size / 1e6:.0f} | {seconds * 1000:.2f} | {size / seconds / 1e9:.1f} |",
           flush=True)
-  for slow, fast in ((2, 3), (4, 5)):
+  for slow, fast in ((4, 5), (6, 7)):
     slow, fast = list(runs)[slow], list(runs)[fast]
     print(f"{fast}: {timings[slow][0] / timings[fast][0]:.2f}x the speed of {slow}", flush=True)
 
