@@ -59,7 +59,7 @@ def random_model(set_name, vocab):
 
 def mask_eos(logits):
   """EOS made impossible, with a select, not an added one-hot mask: XLA fuses an add into the
-  output projection's matrix-vector product, which then ran 1.23-1.27x slower at batch 1
+  output projection's matrix-vector product, which then ran 1.22-1.27x slower at batch 1
   (`--gemv`); decoding proper adds nothing there, so the benchmark must not either."""
   return tf.where(tf.range(logits.shape[-1]) == EOS, tf.constant(-1e9, logits.dtype), logits)
 
@@ -363,11 +363,11 @@ def bench_gemv(repeats=30):
   ffn_bytes = 4 * sum(int(np.prod(f.kernel_1.shape)) + int(np.prod(f.kernel_2.shape))
                       for f in feed_forwards)
   table_bytes = 4 * int(np.prod(table.shape))
-  runs = {"decoder kernels of one step, in sequence": (decoder_kernels, 4 * sum(
-              int(np.prod(k.shape)) for k in kernels)),
+  kernel_bytes = 4 * sum(int(np.prod(k.shape)) for k in kernels)
+  runs = {"decoder kernels of one step, in sequence": (decoder_kernels, kernel_bytes),
           "output projection [1, 512] x [512, 32000]": (output, table_bytes),
-          "decoder kernels of one step, in sequence, numpy (OpenBLAS)": (
-              numpy_decoder_kernels, 4 * sum(int(np.prod(k.shape)) for k in kernels)),
+          "decoder kernels of one step, in sequence, numpy (OpenBLAS)": (numpy_decoder_kernels,
+                                                                         kernel_bytes),
           "output projection, numpy (OpenBLAS)": (lambda: (np_row @ np_table)[0], table_bytes),
           "6 feed-forward networks, relu(x W1 + b1) W2 + b2": (ffn_fused, ffn_bytes),
           "6 feed-forward networks, FeedForward at one row": (ffn_layer, ffn_bytes),
