@@ -310,37 +310,33 @@ def bench_gemv(repeats=30):
   table = tf.transpose(model.embedding.embeddings)                      # [d, V], as in the search
   row = tf.random.normal((1, d))
 
-  @tf.function(jit_compile=True)
-  def decoder_kernels():
+  # What each kernel's product feeds, in step order.
+  roles = ["residual" if k.shape[-1] == d          # output projections, second feed-forward kernel
+           else "relu" if k.shape[0] == d and "feed_forward" in k.path  # first feed-forward kernel
+           else "cache" for k in kernels]          # qkv: its keys and values go to the cache
+
+  def step_chain(row, weights, relu, total):
+    """One row through the step's kernels in sequence, on TF tensors or numpy arrays alike."""
     h = residual = row
     live = 0.0
-    for kernel in kernels:
-      y = tf.matmul(h, kernel)
-      if y.shape[-1] == d:          # output projections and the second feed-forward kernel
-        residual += y
-        h = residual
-      elif kernel.shape[0] == d and "feed_forward" in kernel.path:
-        h = tf.nn.relu(y)           # the first feed-forward kernel
-      else:
-        live += tf.reduce_sum(y)    # qkv: its keys and values go to the cache
-    return h[0, 0] + live
-
-  output = tf.function(lambda: tf.matmul(row, table)[0, 0], jit_compile=True)
-  np_kernels, np_table, np_row = [k.numpy() for k in kernels], table.numpy(), row.numpy()[0]
-
-  def numpy_decoder_kernels():  # the same chain on numpy's BLAS (OpenBLAS: sgemv, all cores)
-    h = residual = np_row
-    live = 0.0
-    for kernel, variable in zip(np_kernels, kernels):
+    for kernel, role in zip(weights, roles):
       y = h @ kernel
-      if y.shape[-1] == d:
+      if role == "residual":
         residual = residual + y
         h = residual
-      elif kernel.shape[0] == d and "feed_forward" in variable.path:
-        h = np.maximum(y, 0)
+      elif role == "relu":
+        h = relu(y)
       else:
-        live += y.sum()
-    return h[0] + live
+        live += total(y)
+    return total(h[..., :1]) + live
+
+  decoder_kernels = tf.function(lambda: step_chain(row, kernels, tf.nn.relu, tf.reduce_sum),
+                                jit_compile=True)
+  output = tf.function(lambda: tf.matmul(row, table)[0, 0], jit_compile=True)
+  # The same chain on numpy's BLAS (OpenBLAS: sgemv on a 1-D row, all cores).
+  np_kernels, np_table, np_row = [k.numpy() for k in kernels], table.numpy(), row.numpy()[0]
+  numpy_decoder_kernels = lambda: step_chain(  # noqa: E731
+      np_row, np_kernels, lambda y: np.maximum(y, 0), np.sum)
 
   feed_forwards = [block.feed_forward for block in model.decoder.blocks]
   for ffn in feed_forwards:  # non-zero biases, so that adding them is real work
@@ -374,6 +370,7 @@ def bench_gemv(repeats=30):
           "output projection, then + one-hot (fused), max": (output_add, table_bytes),
           "output projection, then max": (output_plain, table_bytes)}
   np.testing.assert_allclose(ffn_fused().numpy(), ffn_layer().numpy(), rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(decoder_kernels().numpy(), numpy_decoder_kernels(), rtol=1e-4)
   bandwidth = read_bandwidth()
   print(f"streaming read bandwidth (reduce_sum over 1 GiB): {bandwidth / 1e9:.1f} GB/s")
   print("| base, batch 1 (XLA unless named) | MB | ms | GB/s |")

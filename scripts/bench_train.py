@@ -449,7 +449,6 @@ def main():
       peak = peaks[runs[name][0]]
       print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
             flush=True)
-    tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
     # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
     is_peer = lambda name: name.startswith("keras-hub") and "our loss" not in name  # noqa: E731
     groups = [(PRECISIONS[p][1], [n for n in results if runs[n][0] == p]) for p in precisions]
@@ -464,12 +463,16 @@ def main():
       print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
             f"{results[ours] / results[best]:.2f}x | | |", flush=True)
     peers = {n: v for n, v in results.items() if is_peer(n)}
-    for precision in precisions if peers else ():
+    if not peers:
+      continue
+    best = max(peers, key=peers.get)
+    tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
+    for precision in precisions:
       # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
       ceiling = tokens * peaks[precision] / flops
       print(f"| {shape} | {label} | ceiling (MFU 1.0 at the {PRECISIONS[precision][1]} peak: "
-            f"{ceiling:,.0f} tok/s) / best peer ({max(peers, key=peers.get)}) | "
-            f"{ceiling / max(peers.values()):.2f}x | | |", flush=True)
+            f"{ceiling:,.0f} tok/s) / best peer ({best}) | {ceiling / peers[best]:.2f}x | | |",
+            flush=True)
 
 
 def peer_step(hp, vocab, first_batch, loss, xla, precision="float32"):
