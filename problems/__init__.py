@@ -7,6 +7,6 @@
 
 from t2t_lite.problems.base import (  # noqa: F401
     Problem, ReversedProblem, get_problem, import_usr_dir)
-from t2t_lite.problems.translate import (  # noqa: F401
+from t2t_lite.problems.translation import (  # noqa: F401
     TfdsTranslateProblem, TranslateProblem)
-from t2t_lite.problems import algorithmic, parsing, translate  # noqa: F401  (registers the problems)
+from t2t_lite.problems import algorithmic, parsing, translation  # noqa: F401  (registers the problems)

@@ -20,7 +20,7 @@ import os
 import sys
 
 from t2t_lite import registry
-from t2t_lite.data import datagen, pipeline
+from t2t_lite.data import pipeline, token_shards
 from t2t_lite.hparams import DecodeHParams
 
 logger = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class Problem:
     """
     check_split(split)
     vocab = self.get_vocab(data_dir)
-    chunks = datagen.read_token_shards(self.name, split, data_dir, vocab, input_context)
+    chunks = token_shards.read_token_shards(self.name, split, data_dir, vocab, input_context)
     if chunks is not None:
       return chunks
     texts = pipeline.shard(self.text_dataset(split, data_dir), input_context)

@@ -39,7 +39,7 @@ import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from t2t_lite.decoding.translate import make_search_fn  # noqa: E402
+from t2t_lite.decoding.translator import make_search_fn  # noqa: E402
 from t2t_lite.hparams import DecodeHParams, get_hparams  # noqa: E402
 from t2t_lite.models.transformer import Transformer  # noqa: E402
 

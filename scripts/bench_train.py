@@ -58,7 +58,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from t2t_lite.hparams import get_hparams  # noqa: E402
-from t2t_lite.training import trainer as trainer_lib  # noqa: E402
+from t2t_lite.training import train_loop  # noqa: E402
 from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross_entropy,  # noqa: E402
                                     smoothed_cross_entropy)
 
@@ -162,7 +162,7 @@ def make_step(model, hp, loss="keras", xla=False):
 
 def trainer_step(hp, vocab, xla=False, precision="float32"):
   """t2t_lite's own training step, through the Trainer (output in a temporary directory)."""
-  trainer = trainer_lib.Trainer(hp.replace(xla_compile=xla, mixed_precision=precision), vocab,
+  trainer = train_loop.Trainer(hp.replace(xla_compile=xla, mixed_precision=precision), vocab,
                                 tempfile.mkdtemp(prefix="bench_train_"))
   return lambda batch: trainer.train_step(batch)[0]
 
@@ -209,7 +209,7 @@ def bench_dropout(shape=(2048, 512), repeats=50):
   and under XLA, against t2t_lite's hashed mask; then a tiny model's forward pass at 64x32 in
   training (dropout on) and at inference (off), the share of the step dropout takes."""
   from t2t_lite.layers import Dropout  # pylint: disable=import-outside-toplevel
-  from t2t_lite.training.trainer import build_model  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training.train_loop import build_model  # pylint: disable=import-outside-toplevel
   x = tf.random.normal(shape)
 
   def ms(fn):
@@ -253,7 +253,7 @@ def bench_adam(rounds=7):
   `Adam.update_step`, about a dozen element-wise ops per variable, against t2t_lite's fused
   kernel. The fastest of `rounds` interleaved rounds."""
   from t2t_lite.training.adam import Adam  # pylint: disable=import-outside-toplevel
-  from t2t_lite.training.trainer import build_model  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training.train_loop import build_model  # pylint: disable=import-outside-toplevel
   print("| shape | parameters | keras.optimizers.Adam ms | t2t_lite Adam (fused) ms | speed-up |")
   print("|---|---|---|---|---|")
   for shape, (set_name, vocab) in SHAPES.items():
@@ -274,11 +274,11 @@ def bench_adam(rounds=7):
 
 def bench_projection(rounds=3):
   """The projections' input gradient `dy @ W^T` ([2048, k] x [512, k]^T): oneDNN's matmul with
-  `transpose_b` against the transpose made first (through `Snapshot`, as `common.project` does),
-  in GFLOP/s; then a transformer_base training step at 64x32 in a graph with `common.project`
+  `transpose_b` against the transpose made first (through `Snapshot`, as `projection.project` does),
+  in GFLOP/s; then a transformer_base training step at 64x32 in a graph with `projection.project`
   and with plain matmuls, interleaved rounds."""
   from keras import ops  # pylint: disable=import-outside-toplevel
-  from t2t_lite.layers import common  # pylint: disable=import-outside-toplevel
+  from t2t_lite.layers import projection  # pylint: disable=import-outside-toplevel
   print("| dy @ W^T | transpose_b GFLOP/s | transposed copy GFLOP/s |")
   print("|---|---|---|")
   for k in (512, 1024, 1536, 2048):
@@ -289,16 +289,16 @@ def bench_projection(rounds=3):
     gflop = 2 * 2048 * k * 512 / 1e9
     print(f"| [2048, {k}] x [512, {k}]^T | {gflop / best['transpose_b'] * 1000:.0f} | "
           f"{gflop / best['copy'] * 1000:.0f} |", flush=True)
-  fast = common.project
+  fast = projection.project
   steps = {}
   for name, project in (("plain matmul", lambda x, kernel: ops.matmul(x, kernel)),
-                        ("common.project", fast)):
-    common.project = project  # read when the step is traced, in time_steps' warm-up
+                        ("projection.project", fast)):
+    projection.project = project  # read when the step is traced, in time_steps' warm-up
     keras.utils.set_random_seed(0)
     step = trainer_step(get_hparams("transformer_base"), 32000)
     step(random_batches(32000, 64, 32)[0]).numpy()
     steps[name] = step
-  common.project = fast
+  projection.project = fast
   print("| transformer_base step, 64x32, graph | target tok/s |")
   print("|---|---|")
   for name, (tok_s, _) in time_steps(steps, random_batches(32000, 64, 32), 1, 3,

@@ -49,10 +49,10 @@ def tiny_model_dir(multi30k_slice, tmp_path_factory):
   """
   from t2t_lite.hparams import get_hparams
   from t2t_lite.problems import get_problem
-  from t2t_lite.training import trainer
+  from t2t_lite.training import train_loop
   root = tmp_path_factory.mktemp("tiny_model")
   problem = get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice))
-  trainer.train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS),
-                             str(root / "model"), str(root / "data"), train_steps=30,
-                             eval_steps=0, save_checkpoints_steps=10, log_every=10)
+  train_loop.train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS),
+                                str(root / "model"), str(root / "data"), train_steps=30,
+                                eval_steps=0, save_checkpoints_steps=10, log_every=10)
   return root / "model", root / "data"

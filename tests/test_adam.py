@@ -7,7 +7,7 @@ import keras
 
 from t2t_lite.hparams import get_hparams
 from t2t_lite.training.adam import Adam
-from t2t_lite.training.trainer import build_optimizer
+from t2t_lite.training.train_loop import build_optimizer
 
 BETAS = dict(beta_1=0.9, beta_2=0.98, epsilon=1e-9)
 

@@ -75,7 +75,7 @@ def test_attention_command_on_a_trained_model(tiny_model_dir, tmp_path):
   """Every layer and head of all three kinds, for a real model and sentence pair."""
   from t2t_lite.bin import attention
   from t2t_lite.decoding.attention_pictures import load_attention
-  from t2t_lite.training import model_dir as model_dir_lib
+  from t2t_lite import model_dir as model_dir_lib
   model_dir, _ = tiny_model_dir
   out = tmp_path / "pictures"
   assert attention.main([f"--output_dir={model_dir}", "--source=A man rides a horse .",

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from t2t_lite.bin import bleu as bleu_cli
-from t2t_lite.decoding import bleu
+from t2t_lite.decoding import bleu_score
 
 def corrupt(lines, seed=0):
   """A deterministic "translation": drops about 10% of the words, swaps some neighbours."""
@@ -30,7 +30,7 @@ def real_pair(tmp_path, shared_data):
   if not reference.exists():
     pytest.skip(f"{reference} not found")
   translation = tmp_path / "newstest2014.corrupted.de"
-  translation.write_text("\n".join(corrupt(bleu.read_lines(reference))) + "\n", encoding="utf-8")
+  translation.write_text("\n".join(corrupt(bleu_score.read_lines(reference))) + "\n", encoding="utf-8")
   return str(translation), str(reference)
 
 
@@ -52,40 +52,40 @@ def test_cli_agrees_with_the_sacrebleu_command_line(real_pair, capsys):
 def test_compound_splitting_matches_perl():
   # Expected output of: perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g' (non-overlapping).
   line = 'Er sagte: "Rich-Text-Format" & a-b-c usw. - ok'
-  assert bleu.split_compounds(line) == (
+  assert bleu_score.split_compounds(line) == (
       'Er sagte: "Rich ##AT##-##AT## Text ##AT##-##AT## Format" & a ##AT##-##AT## b-c usw. - ok')
 
 
 def test_moses_tokenizer_de_escapes_like_tokenizer_perl():
-  assert bleu.moses_tokenize('Er sagte: "Hallo" & ging.') == (
+  assert bleu_score.moses_tokenize('Er sagte: "Hallo" & ging.') == (
       "Er sagte : &quot; Hallo &quot; &amp; ging .")
-  assert bleu.moses_tokenize("   ") == ""
+  assert bleu_score.moses_tokenize("   ") == ""
 
 
 def test_tokenized_bleu_by_hand():
   # Tokenized and split: "Die E ##AT##-##AT## Mail ist an ." against "... kam an .":
   # n-gram precisions 6/7, 4/6, 2/5, 1/4, equal lengths (no brevity penalty).
-  score = bleu.tokenized_bleu(["Die E-Mail ist an."], ["Die E-Mail kam an."])
+  score = bleu_score.tokenized_bleu(["Die E-Mail ist an."], ["Die E-Mail kam an."])
   assert score == pytest.approx(100 * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** 0.25, abs=1e-9)
   # Without compound splitting no 3-gram would match: BLEU 0.
-  assert bleu.multi_bleu(["Die E-Mail ist an ."], ["Die E-Mail kam an ."]) == 0.0
+  assert bleu_score.multi_bleu(["Die E-Mail ist an ."], ["Die E-Mail kam an ."]) == 0.0
 
 
 def test_multi_bleu_equals_multi_bleu_perl():
   # multi-bleu.perl printed 40.372117 (88.2/57.1/33.3/20.0, BP=0.943) for these lines.
   hypotheses = ["the cat sat on a mat .", "it is nice day , is not it ?", "yes"]
   references = ["the cat sat on the mat .", "it is a nice day , is it not ?", "no"]
-  assert bleu.multi_bleu(hypotheses, references) == pytest.approx(40.372117, abs=1e-6)
+  assert bleu_score.multi_bleu(hypotheses, references) == pytest.approx(40.372117, abs=1e-6)
 
 
 def test_report_has_both_figures():
-  report = bleu.bleu_report(["Die E-Mail ist an."], ["Die E-Mail kam an."])
+  report = bleu_score.bleu_report(["Die E-Mail ist an."], ["Die E-Mail kam an."])
   assert report.startswith("sacreBLEU = ") and "tokenized BLEU = 48.89" in report
 
 
 def test_different_line_counts_are_an_error(tmp_path, capsys):
   with pytest.raises(ValueError, match="3 translation lines but 2 reference lines"):
-    bleu.sacrebleu_score(["a", "b", "c"], ["a", "b"])
+    bleu_score.sacrebleu_score(["a", "b", "c"], ["a", "b"])
   (tmp_path / "out").write_text("a\nb\nc\n")
   (tmp_path / "ref").write_text("a\nb\n")
   argv = [f"--translation={tmp_path / 'out'}", f"--reference={tmp_path / 'ref'}"]
@@ -99,4 +99,4 @@ def test_missing_file_is_named(tmp_path, capsys):
   assert bleu_cli.main([f"--translation={missing}", f"--reference={tmp_path / 'ref'}"]) == 2
   assert f"translation file not found: {missing}" in capsys.readouterr().err
   with pytest.raises(FileNotFoundError, match="reference file not found"):
-    bleu.bleu_files(str(tmp_path / "ref"), str(missing))
+    bleu_score.bleu_files(str(tmp_path / "ref"), str(missing))

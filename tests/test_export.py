@@ -8,8 +8,8 @@ import sys
 import pytest
 
 from t2t_lite.bin import exporter as exporter_cli
-from t2t_lite.decoding import decoder
-from t2t_lite.export import exporter
+from t2t_lite.decoding import decode_files
+from t2t_lite.export import saved_model
 from t2t_lite.hparams import DecodeHParams
 
 SENTENCES = ["A man is riding a bike .", "", "Two dogs play in the snow while a child watches them .",
@@ -50,7 +50,7 @@ def test_loads_without_t2t_lite_and_matches_the_decoder(exported):
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   served = json.loads(result.stdout.strip().split("\n")[-1])
-  translator, _ = decoder.load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=20))
+  translator, _ = decode_files.load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=20))
   translator.warn = lambda message: None
   assert served["translations"] == translator.translate(SENTENCES)
   assert served["translations"][1] == "" and served["scores"][1] == 0.0
@@ -72,8 +72,8 @@ def test_saved_model_cli_lists_the_signature(exported):
 def test_failed_export_leaves_no_version_behind(tiny_model_dir, tmp_path):
   model_dir, _ = tiny_model_dir
   with pytest.raises(RuntimeError, match="injected failure"):
-    exporter.export(str(model_dir), str(tmp_path), DecodeHParams(beam_size=1), version=3,
+    saved_model.export(str(model_dir), str(tmp_path), DecodeHParams(beam_size=1), version=3,
                     _fail_after_save=True)
   assert os.listdir(tmp_path) == []
   with pytest.raises(ValueError, match="must be a number"):
-    exporter.export(str(model_dir), str(tmp_path), version="v1")
+    saved_model.export(str(model_dir), str(tmp_path), version="v1")

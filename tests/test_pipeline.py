@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite.bin import datagen as datagen_cli
-from t2t_lite.data import datagen, pipeline, text_files
+from t2t_lite.data import pipeline, token_shards, text_files
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import get_problem
 
@@ -150,8 +150,8 @@ def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):
   assert "translate_ende_multi30k-dev-00000-of-00001.tfrecord" in names
   assert "translate_ende_multi30k.datagen.json" in names
   fresh = get_problem(problem.name, raw_data_dir=str(shared_data / "multi30k"))
-  assert datagen.read_token_shards(problem.name, "dev", prepared, vocab) is not None  # used
-  assert datagen.read_token_shards(problem.name, "train", prepared, vocab) is None    # not written
+  assert token_shards.read_token_shards(problem.name, "dev", prepared, vocab) is not None  # used
+  assert token_shards.read_token_shards(problem.name, "train", prepared, vocab) is None    # not written
   from_shards = batches_of(fresh.dataset("dev", prepared, HP, training=False))
   on_the_fly = batches_of(problem.dataset("dev", data_dir, HP, training=False))
   # Same vocabulary (same corpus, deterministic build), so identical batches.

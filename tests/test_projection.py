@@ -1,11 +1,11 @@
-"""`common.project` (TensorFlow): the values and both gradients of a plain matmul, on every path."""
+"""`projection.project` (TensorFlow): the values and both gradients of a plain matmul, on every path."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 from keras import ops
 
-from t2t_lite.layers import FeedForward, common
+from t2t_lite.layers import FeedForward, projection
 
 
 @pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
@@ -20,7 +20,7 @@ def test_project_values_and_gradients_match_numpy(mode, d_in, d_out):
   def value_and_grads(x, kernel):
     with tf.GradientTape() as tape:
       tape.watch([x, kernel])
-      y = common.project(x, kernel)
+      y = projection.project(x, kernel)
       loss = tf.reduce_sum(y * dy)
     return [y] + tape.gradient(loss, [x, kernel])
 
@@ -38,7 +38,7 @@ def test_project_gradients_keep_float16():
   kernel = tf.constant(np.random.default_rng(1).normal(size=(256, 384)) * 0.05, tf.float16)
   with tf.GradientTape() as tape:
     tape.watch([x, kernel])
-    loss = tf.reduce_sum(common.project(x, kernel))
+    loss = tf.reduce_sum(projection.project(x, kernel))
   dx, dkernel = tape.gradient(loss, [x, kernel])
   assert dx.dtype == tf.float16 and dkernel.dtype == tf.float16
   np.testing.assert_allclose(dx.numpy(), np.tile(kernel.numpy().astype("float32").sum(1), (8, 1)),
@@ -56,6 +56,6 @@ def test_feed_forward_gradients_equal_plain_matmul_ones(monkeypatch):
     return tape.gradient(loss, [x] + layer.trainable_weights)
 
   fast = grads()
-  monkeypatch.setattr(common, "project", lambda x, kernel: ops.matmul(x, kernel))
+  monkeypatch.setattr(projection, "project", lambda x, kernel: ops.matmul(x, kernel))
   for ours, plain in zip(fast, grads()):
     np.testing.assert_allclose(ours.numpy(), plain.numpy(), rtol=1e-5, atol=1e-6)

@@ -17,7 +17,7 @@ import pytest
 from t2t_lite.data import pipeline
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import get_problem
-from t2t_lite.problems.translate import TranslateEnde
+from t2t_lite.problems.translation import TranslateEnde
 
 tfds = pytest.importorskip("tensorflow_datasets")
 from tensorflow_datasets.core.download import resource  # noqa: E402

@@ -15,7 +15,8 @@ import tensorflow as tf
 
 from t2t_lite.hparams import DecodeHParams, get_hparams
 from t2t_lite.problems import get_problem
-from t2t_lite.training import average, model_dir, trainer
+from t2t_lite import model_dir
+from t2t_lite.training import average, train_loop
 
 TINY = "transformer_tiny"
 # A very small model for the plumbing tests; the learning test uses the real tiny set.
@@ -41,12 +42,12 @@ def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
                               "layer_prepostprocess_dropout=0.0,attention_dropout=0.0,"
                               "relu_dropout=0.0,eval_bleu_examples=0")
   start = time.time()
-  trainer.train_and_evaluate(problem, hparams, str(tmp_path / "run"), str(tmp_path / "data"),
+  train_loop.train_and_evaluate(problem, hparams, str(tmp_path / "run"), str(tmp_path / "data"),
                              train_steps=700, eval_steps=0, save_checkpoints_steps=50,
                              log_every=100)
   train_seconds = time.time() - start
   average_checkpoints(str(tmp_path / "run"), str(tmp_path / "averaged"), count=5)
-  from t2t_lite.decoding.decoder import load_translator
+  from t2t_lite.decoding.decode_files import load_translator
   translator, _ = load_translator(str(tmp_path / "averaged"), DecodeHParams(beam_size=1, batch_size=64))
   pairs = problem.text_pairs("test", str(tmp_path / "data"))[:200]
   outputs = translator.translate([s for s, _ in pairs])
@@ -58,13 +59,13 @@ def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
 def test_checkpoint_restores_every_model_variable(tmp_path):
   problem = get_problem("algorithmic_copy")
   out = str(tmp_path / "run")
-  trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, str(tmp_path / "data"),
+  train_loop.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, str(tmp_path / "data"),
                              train_steps=3, eval_steps=0, save_checkpoints_steps=3)
-  _, restored, _ = trainer.restore_model(out)
+  _, restored, _ = train_loop.restore_model(out)
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
   saved = {n for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
   assert len(saved) == len(restored.weights)
-  fresh = trainer.build_model(get_hparams(TINY, MICRO), problem.get_vocab(None).vocab_size)
+  fresh = train_loop.build_model(get_hparams(TINY, MICRO), problem.get_vocab(None).vocab_size)
   differs = [not np.array_equal(a, b) for a, b in zip(fresh.get_weights(), restored.get_weights())]
   assert sum(differs) >= len(differs) - 4  # all but maybe a few untouched (e.g. LayerNorm) weights
 
@@ -73,13 +74,13 @@ def test_hparams_json_records_overrides_and_refuses_other_hparams(tmp_path):
   problem = get_problem("algorithmic_copy")
   out, data = str(tmp_path / "run"), str(tmp_path / "data")
   hparams = get_hparams(TINY, MICRO)
-  trainer.train_and_evaluate(problem, hparams, out, data, train_steps=2, eval_steps=1,
+  train_loop.train_and_evaluate(problem, hparams, out, data, train_steps=2, eval_steps=1,
                              save_checkpoints_steps=2, flags={"problem": "algorithmic_copy"})
   assert model_dir.read_model_dir(out) == ("algorithmic_copy", hparams)
   with pytest.raises(model_dir.ModelDirError, match="other settings.*hidden_size"):
-    trainer.train_and_evaluate(problem, hparams.replace(hidden_size=64), out, data, train_steps=4)
+    train_loop.train_and_evaluate(problem, hparams.replace(hidden_size=64), out, data, train_steps=4)
   # Asking to overwrite starts over.
-  trainer.train_and_evaluate(problem, hparams.replace(hidden_size=64), out, data, train_steps=1,
+  train_loop.train_and_evaluate(problem, hparams.replace(hidden_size=64), out, data, train_steps=1,
                              eval_steps=0, overwrite=True)
   assert model_dir.read_model_dir(out)[1].hidden_size == 64
 
@@ -87,7 +88,7 @@ def test_hparams_json_records_overrides_and_refuses_other_hparams(tmp_path):
 def test_checkpoint_averaging_is_the_elementwise_mean(tmp_path):
   problem = get_problem("algorithmic_copy")
   out, data = str(tmp_path / "run"), str(tmp_path / "data")
-  trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=6,
+  train_loop.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=6,
                              eval_steps=0, save_checkpoints_steps=2)
   paths = average.last_checkpoints(out, 3)
   assert [p.rsplit("-", 1)[1] for p in paths] == ["2", "4", "6"]
@@ -103,7 +104,7 @@ def test_checkpoint_averaging_is_the_elementwise_mean(tmp_path):
   assert not np.allclose(readers[0].get_tensor(names[0]), readers[2].get_tensor(names[0]))
   # The averaged directory is a model directory the decoder can use.
   assert tf.train.latest_checkpoint(str(tmp_path / "avg")) == prefix
-  trainer.restore_model(str(tmp_path / "avg"))
+  train_loop.restore_model(str(tmp_path / "avg"))
 
 
 def test_gradient_accumulation_equals_one_big_batch(tmp_path):
@@ -113,8 +114,8 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
                   "targets": rng.integers(2, 30, (4, 6)).astype("int32")}
   a, b = half(), half()
   full = {k: np.concatenate([a[k], b[k]]) for k in a}
-  big = trainer.Trainer(hp, 32, str(tmp_path / "big"))
-  acc = trainer.Trainer(hp.replace(gradient_accumulation_steps=2), 32, str(tmp_path / "acc"))
+  big = train_loop.Trainer(hp, 32, str(tmp_path / "big"))
+  acc = train_loop.Trainer(hp.replace(gradient_accumulation_steps=2), 32, str(tmp_path / "acc"))
   acc.model.set_weights(big.model.get_weights())
   big.train_step(full)
   acc.train_step(a)
@@ -138,8 +139,8 @@ def test_mixed_bfloat16_trains_like_float32(tmp_path):
   batch = {"inputs": rng.integers(2, 30, (8, 6)).astype("int32"),
            "targets": rng.integers(2, 30, (8, 6)).astype("int32")}
   try:
-    full = trainer.Trainer(hp, 32, str(tmp_path / "f32"))
-    mixed = trainer.Trainer(hp.replace(mixed_precision="mixed_bfloat16"), 32, str(tmp_path / "bf16"))
+    full = train_loop.Trainer(hp, 32, str(tmp_path / "f32"))
+    mixed = train_loop.Trainer(hp.replace(mixed_precision="mixed_bfloat16"), 32, str(tmp_path / "bf16"))
     start = full.model.get_weights()
     mixed.model.set_weights(start)
     assert mixed.model.features(batch).dtype == tf.bfloat16
@@ -164,20 +165,20 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
   problem = get_problem("algorithmic_copy")
   out, data = str(tmp_path / "run"), str(tmp_path / "data")
   calls = tf.Variable(0)
-  real_loss = trainer.projected_cross_entropy
+  real_loss = train_loop.projected_cross_entropy
 
   def loss_that_turns_nan_at_step_5(*args, **kwargs):
     loss_sum, count, nll = real_loss(*args, **kwargs)
     calls.assign_add(1)
     return tf.where(calls >= 5, tf.constant(float("nan")), loss_sum), count, nll
 
-  monkeypatch.setattr(trainer, "projected_cross_entropy", loss_that_turns_nan_at_step_5)
-  with pytest.raises(trainer.NonFiniteLossError, match="NaN or infinite") as error:
-    trainer.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=20,
+  monkeypatch.setattr(train_loop, "projected_cross_entropy", loss_that_turns_nan_at_step_5)
+  with pytest.raises(train_loop.NonFiniteLossError, match="NaN or infinite") as error:
+    train_loop.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=20,
                                eval_steps=0, save_checkpoints_steps=2, log_every=10)
   assert "ckpt-4" in str(error.value)
   assert tf.train.latest_checkpoint(out).endswith("ckpt-4")  # nothing saved after the NaN
-  _, model, _ = trainer.restore_model(out)
+  _, model, _ = train_loop.restore_model(out)
   assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
@@ -208,7 +209,7 @@ def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path):
   proc.wait()
   killed_at = int(tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
   assert 40 <= killed_at < 400
-  trainer.restore_model(str(out))  # loadable after the kill
+  train_loop.restore_model(str(out))  # loadable after the kill
   result = _run(args)
   assert result.returncode == 0, result.stdout + result.stderr
   assert "resumed from" in result.stdout and f"at step {killed_at}" in result.stdout
@@ -220,7 +221,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     from t2t_lite.hparams import get_hparams
-    from t2t_lite.training import trainer
+    from t2t_lite.training import train_loop
     hp = get_hparams("transformer_tiny", sys.argv[1] + ",layer_prepostprocess_dropout=0,"
                      "attention_dropout=0,relu_dropout=0")
     rng = np.random.default_rng(0)
@@ -229,8 +230,8 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     for b in batches:
       b["targets"][:, -2:] = 0  # some padding: the global token count must be used
     strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    one = trainer.Trainer(hp, 32, sys.argv[2] + "/one")
-    two = trainer.Trainer(hp, 32, sys.argv[2] + "/two", strategy=strategy)
+    one = train_loop.Trainer(hp, 32, sys.argv[2] + "/one")
+    two = train_loop.Trainer(hp, 32, sys.argv[2] + "/two", strategy=strategy)
     two.model.set_weights(one.model.get_weights())
     dist = iter(strategy.experimental_distribute_dataset(
         tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]}).unbatch().batch(8)))

@@ -16,7 +16,8 @@ def main(argv=None):
                  help="comma-separated checkpoint prefixes to average instead of the last N")
   p.add_argument("--avg_dir", default=None, help="where to write (default: OUTPUT_DIR/averaged)")
   args = p.parse_args(argv)
-  from t2t_lite.training import average, model_dir
+  from t2t_lite import model_dir
+  from t2t_lite.training import average
   try:
     average.average_checkpoints(
         args.output_dir, args.avg_dir or f"{args.output_dir.rstrip('/')}/averaged",

@@ -9,7 +9,7 @@ tokenizer, compound splitting, multi-bleu; T2T's get_ende_bleu.sh). Never score 
 import argparse
 import sys
 
-from t2t_lite.decoding import bleu
+from t2t_lite.decoding import bleu_score
 
 
 def main(argv=None):
@@ -20,7 +20,7 @@ def main(argv=None):
   p.add_argument("--lang", default="de", help="target language for the Moses tokenizer")
   args = p.parse_args(argv)
   try:
-    print(bleu.bleu_files(args.translation, args.reference, args.lang))
+    print(bleu_score.bleu_files(args.translation, args.reference, args.lang))
   except (FileNotFoundError, ValueError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

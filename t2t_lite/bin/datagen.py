@@ -3,7 +3,7 @@
     t2t-lite-datagen --problem=translate_ende_multi30k --data_dir=t2t_data \
         --raw_data_dir=../shared/data/multi30k
 
-Thin: parses flags and calls `t2t_lite.data.datagen.generate_data`.
+Thin: parses flags and calls `t2t_lite.data.token_shards.generate_data`.
 """
 
 import argparse
@@ -27,7 +27,7 @@ def main(argv=None):
   args = parse_args(argv)
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   # Imported after parsing so --help is instant.
-  from t2t_lite.data.datagen import generate_data  # pylint: disable=import-outside-toplevel
+  from t2t_lite.data.token_shards import generate_data  # pylint: disable=import-outside-toplevel
   from t2t_lite.problems import get_problem, import_usr_dir  # pylint: disable=import-outside-toplevel
   if args.t2t_usr_dir:
     import_usr_dir(args.t2t_usr_dir)

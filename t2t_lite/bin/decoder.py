@@ -27,7 +27,7 @@ def main(argv=None):
   p.add_argument("--t2t_usr_dir", default=None)
   args = p.parse_args(argv)
 
-  from t2t_lite.training import model_dir
+  from t2t_lite import model_dir
   with common.usage_errors():
     common.load_usr_dir(args)
     problem_name, _ = model_dir.read_model_dir(args.output_dir)
@@ -35,18 +35,18 @@ def main(argv=None):
     if args.problem and args.problem != problem_name:
       raise common.UsageError(f"--problem={args.problem} but {args.output_dir} was trained on "
                               f"{problem_name}; drop --problem or point --output_dir elsewhere")
-  from t2t_lite.decoding import decoder
+  from t2t_lite.decoding import decode_files
   try:
-    outputs = decoder.decode_file(args.output_dir, decode_hparams, args.decode_from_file,
-                                  args.decode_to_file, args.checkpoint_path)
+    outputs = decode_files.decode_file(args.output_dir, decode_hparams, args.decode_from_file,
+                                       args.decode_to_file, args.checkpoint_path)
   except (model_dir.ModelDirError, FileNotFoundError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   if args.decode_reference:
-    from t2t_lite.decoding import bleu
-    references = decoder.read_lines(args.decode_reference)
+    from t2t_lite.decoding import bleu_score
+    references = decode_files.read_lines(args.decode_reference)
     hyps = [o.split("\t")[0] for o in outputs]
-    print(bleu.bleu_report(hyps, references, _target_language(problem_name)), file=sys.stderr)
+    print(bleu_score.bleu_report(hyps, references, _target_language(problem_name)), file=sys.stderr)
   return 0
 
 

@@ -17,12 +17,13 @@ def main(argv=None):
   p.add_argument("--version", default=None, help="numeric version folder (default: a timestamp)")
   args = p.parse_args(argv)
   from t2t_lite.hparams import DecodeHParams
-  from t2t_lite.training import model_dir
+  from t2t_lite import model_dir
   with common.usage_errors():
     decode_hparams = DecodeHParams().parse(args.decode_hparams)
-  from t2t_lite.export import exporter
+  from t2t_lite.export import saved_model
   try:
-    exporter.export(args.output_dir, args.export_dir, decode_hparams, args.checkpoint_path, args.version)
+    saved_model.export(args.output_dir, args.export_dir, decode_hparams, args.checkpoint_path,
+                       args.version)
   except (model_dir.ModelDirError, FileExistsError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

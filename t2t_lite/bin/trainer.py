@@ -48,12 +48,13 @@ def main(argv=None):
     problem = common.get_problem(args)
     hparams = common.resolve_hparams(args.hparams, args.hparams_set)
 
-  from t2t_lite.training import distribute, model_dir, trainer
+  from t2t_lite import model_dir
+  from t2t_lite.training import distribute, train_loop
   flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
   with common.usage_errors():
     strategy = distribute.make_strategy(args.worker_gpu, args.tpu)
   try:
-    results = trainer.train_and_evaluate(
+    results = train_loop.train_and_evaluate(
         problem, hparams, args.output_dir, data_dir=args.data_dir, train_steps=args.train_steps,
         eval_steps=args.eval_steps, save_checkpoints_steps=args.save_checkpoints_steps,
         keep_checkpoint_max=args.keep_checkpoint_max, eval_every=args.eval_every,
@@ -63,13 +64,13 @@ def main(argv=None):
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  except trainer.NonFiniteLossError as e:
+  except train_loop.NonFiniteLossError as e:
     print(f"error: {e}", file=sys.stderr)
     return 1
   print("done: " + ", ".join(f"{k} {v}" for k, v in results.items()), flush=True)
   if args.export:
-    from t2t_lite.export import exporter
-    exporter.export(args.output_dir, f"{args.output_dir}/export")
+    from t2t_lite.export import saved_model
+    saved_model.export(args.output_dir, f"{args.output_dir}/export")
   return 0
 
 

@@ -222,7 +222,7 @@ def attention_for_pair(model, vocab, source, target=None, decode_hparams=None):
   eos = 1
   source_ids = list(vocab.encode(source)) + [eos]
   if target is None:
-    from t2t_lite.decoding.translate import Translator
+    from t2t_lite.decoding.translator import Translator
     from t2t_lite.hparams import DecodeHParams
     target = Translator(model, vocab, decode_hparams or DecodeHParams(beam_size=1)).translate([source])[0]
   target_ids = list(vocab.encode(target)) + [eos]

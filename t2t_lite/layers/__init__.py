@@ -1,9 +1,9 @@
 """Keras 3 layers of the Transformer (paper section 3), one per file, `keras.ops` only."""
 
-from t2t_lite.layers.decoder import Decoder
+from t2t_lite.layers.decoder_stack import Decoder
 from t2t_lite.layers.decoder_layer import DecoderLayer
 from t2t_lite.layers.dropout import Dropout
-from t2t_lite.layers.encoder import Encoder
+from t2t_lite.layers.encoder_stack import Encoder
 from t2t_lite.layers.encoder_layer import EncoderLayer
 from t2t_lite.layers.feed_forward import FeedForward
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding

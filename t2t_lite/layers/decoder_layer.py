@@ -3,8 +3,8 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers import common
-from t2t_lite.layers.block import BlockLayer
+from t2t_lite.layers import checks, masks, sublayers
+from t2t_lite.layers.sublayers import BlockLayer
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -58,26 +58,26 @@ class DecoderLayer(BlockLayer):
 
   def init_cache(self, memory, max_length):
     """Preallocated self-attention k/v and projected memory k/v (see the class docstring)."""
-    common.check_rank("memory", memory, (3,), "[batch, source_length, hidden_size]")
+    checks.check_rank("memory", memory, (3,), "[batch, source_length, hidden_size]")
     return {"self": self.self_attention.init_cache(ops.shape(memory)[0], max_length),
             "memory": self.encdec_attention.compute_memory_kv(memory)}
 
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
            return_attention_scores=False, training=None):
     self.check_inputs(inputs)
-    memory_padding_mask = common.check_bool_mask("memory_padding_mask", memory_padding_mask, (2,),
+    memory_padding_mask = checks.check_bool_mask("memory_padding_mask", memory_padding_mask, (2,),
                                                  "[batch, source_length]")
     if cache is None:
       if memory is None:
         raise ValueError("DecoderLayer needs `memory` (the encoder output [batch, source_length, "
                          "hidden_size]) or a `cache` from init_cache(memory, max_length).")
-      causal = common.causal_mask(ops.shape(inputs)[1])  # [T, T]
+      causal = masks.causal_mask(ops.shape(inputs)[1])  # [T, T]
     elif not isinstance(cache, dict) or set(cache) != {"self", "memory"}:
       raise ValueError("`cache` must be the dict from DecoderLayer.init_cache(memory, max_length) "
                        "with keys 'self' and 'memory'.")
     elif step is None:
       raise ValueError("Decoding with `cache` needs `step`, the position of inputs[:, 0].")
-    memory_mask = common.padding_to_attention_mask(memory_padding_mask)  # [B, 1, S]
+    memory_mask = masks.padding_to_attention_mask(memory_padding_mask)  # [B, 1, S]
     scores, new_cache = {}, {}
 
     def self_attend(x):
@@ -96,12 +96,12 @@ class DecoderLayer(BlockLayer):
           training=training)
       return output
 
-    x = common.residual(inputs, self_attend, self.self_attention_norm, self.residual_dropout,
+    x = sublayers.residual(inputs, self_attend, self.self_attention_norm, self.residual_dropout,
                         self.norm_type, training)
-    x = common.residual(x, encdec_attend, self.encdec_attention_norm, self.residual_dropout,
+    x = sublayers.residual(x, encdec_attend, self.encdec_attention_norm, self.residual_dropout,
                         self.norm_type, training)
-    x = common.residual(x, lambda y: self.feed_forward(y, training=training),
+    x = sublayers.residual(x, lambda y: self.feed_forward(y, training=training),
                         self.feed_forward_norm, self.residual_dropout, self.norm_type, training)
-    return common.call_results(
+    return checks.call_results(
         x, scores if return_attention_scores else None,
         None if cache is None else {"self": new_cache["self"], "memory": cache["memory"]})

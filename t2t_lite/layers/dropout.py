@@ -25,7 +25,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks
 
 # lowbias32 (C. Wellons, "Prospecting for hash functions", 2018): bias 0.17 of the ideal avalanche.
 _MIX_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
@@ -99,7 +99,7 @@ class Dropout(keras.layers.Layer):
 
   def __init__(self, rate, seed=None, **kwargs):
     super().__init__(**kwargs)
-    common.check_rate("rate", rate)
+    checks.check_rate("rate", rate)
     self.rate = rate
     self.seed = seed
     self.seed_generator = keras.random.SeedGenerator(seed) if rate > 0 else None

@@ -2,8 +2,8 @@
 
 import keras
 
-from t2t_lite.layers import common
-from t2t_lite.layers.block import BlockLayer
+from t2t_lite.layers import checks, masks, sublayers
+from t2t_lite.layers.sublayers import BlockLayer
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -51,8 +51,8 @@ class EncoderLayer(BlockLayer):
 
   def call(self, inputs, padding_mask=None, return_attention_scores=False, training=None):
     self.check_inputs(inputs)
-    padding_mask = common.check_bool_mask("padding_mask", padding_mask, (2,), "[batch, length]")
-    attention_mask = common.padding_to_attention_mask(padding_mask)  # [B, 1, S]
+    padding_mask = checks.check_bool_mask("padding_mask", padding_mask, (2,), "[batch, length]")
+    attention_mask = masks.padding_to_attention_mask(padding_mask)  # [B, 1, S]
     scores = []
 
     def attend(x):
@@ -61,8 +61,8 @@ class EncoderLayer(BlockLayer):
       scores.append(weights)
       return output
 
-    x = common.residual(inputs, attend, self.self_attention_norm, self.residual_dropout,
+    x = sublayers.residual(inputs, attend, self.self_attention_norm, self.residual_dropout,
                         self.norm_type, training)
-    x = common.residual(x, lambda y: self.feed_forward(y, training=training),
+    x = sublayers.residual(x, lambda y: self.feed_forward(y, training=training),
                         self.feed_forward_norm, self.residual_dropout, self.norm_type, training)
     return (x, scores[0]) if return_attention_scores else x

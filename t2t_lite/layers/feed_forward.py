@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks, projection
 from t2t_lite.layers.dropout import Dropout
 
 
@@ -35,10 +35,10 @@ class FeedForward(keras.layers.Layer):
 
   def __init__(self, filter_size, output_channels=None, relu_dropout=0.0, **kwargs):
     super().__init__(**kwargs)
-    common.check_positive_int("filter_size", filter_size)
+    checks.check_positive_int("filter_size", filter_size)
     if output_channels is not None:
-      common.check_positive_int("output_channels", output_channels)
-    common.check_rate("relu_dropout", relu_dropout)
+      checks.check_positive_int("output_channels", output_channels)
+    checks.check_rate("relu_dropout", relu_dropout)
     self.filter_size = filter_size
     self.output_channels = output_channels
     self.relu_dropout = relu_dropout
@@ -64,7 +64,7 @@ class FeedForward(keras.layers.Layer):
     leading_shape = ops.shape(inputs)[:-1]
     x = ops.reshape(ops.cast(inputs, dtype), (-1, inputs.shape[-1]))  # [N, d]
     bias_1, bias_2 = ops.cast(self.bias_1, dtype), ops.cast(self.bias_2, dtype)
-    hidden = common.project(x, ops.cast(self.kernel_1, dtype))
+    hidden = projection.project(x, ops.cast(self.kernel_1, dtype))
     # One row at inference is a batch-1 decoding step. There XLA's CPU backend fuses a bias add
     # into the matrix-vector product and runs the fusion as a slower loop of its own (six base
     # FFNs ran 1.09-1.12x faster without it: `python scripts/bench_decode.py --gemv`). With no
@@ -77,7 +77,7 @@ class FeedForward(keras.layers.Layer):
     else:
       hidden = ops.relu(hidden + bias_1)
     hidden = self.dropout(hidden, training=training)  # [N, d_ff]
-    outputs = common.project(hidden, ops.cast(self.kernel_2, dtype))
+    outputs = projection.project(hidden, ops.cast(self.kernel_2, dtype))
     outputs = outputs - ops.negative(bias_2) if matrix_vector else outputs + bias_2
     return ops.reshape(outputs, tuple(leading_shape) + (self._output_channels,))
 

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks
 from t2t_lite.layers.sinusoidal_position_encoding import positions_for
 
 
@@ -34,7 +34,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
   def __init__(self, max_position, **kwargs):
     super().__init__(**kwargs)
-    common.check_positive_int("max_position", max_position)
+    checks.check_positive_int("max_position", max_position)
     self.max_position = max_position
 
   def build(self, input_shape):

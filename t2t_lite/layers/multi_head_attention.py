@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks, masks, projection
 from t2t_lite.layers.dropout import Dropout
 
 
@@ -70,12 +70,12 @@ class MultiHeadAttention(keras.layers.Layer):
   def __init__(self, num_heads, key_channels=None, value_channels=None, output_channels=None,
                attention_dropout=0.0, self_attention=True, **kwargs):
     super().__init__(**kwargs)
-    common.check_positive_int("num_heads", num_heads)
+    checks.check_positive_int("num_heads", num_heads)
     for name, value in (("key_channels", key_channels), ("value_channels", value_channels),
                         ("output_channels", output_channels)):
       if value is not None:
-        common.check_positive_int(name, value)
-    common.check_rate("attention_dropout", attention_dropout)
+        checks.check_positive_int(name, value)
+    checks.check_rate("attention_dropout", attention_dropout)
     self.num_heads = num_heads
     self._check_divisible(key_channels=key_channels, value_channels=value_channels)
     self.key_channels = key_channels
@@ -99,14 +99,14 @@ class MultiHeadAttention(keras.layers.Layer):
     if self.self_attention:
       self.qkv_kernel = self.add_weight(
           name="qkv_kernel", shape=(query_dim, 2 * kc + vc),
-          initializer=common.fused_glorot_uniform([kc, kc, vc]))
+          initializer=projection.fused_glorot_uniform([kc, kc, vc]))
     else:
       memory_dim = query_dim if memory_shape is None else memory_shape[-1]
       self.q_kernel = self.add_weight(name="q_kernel", shape=(query_dim, kc),
                                       initializer="glorot_uniform")
       self.kv_kernel = self.add_weight(
           name="kv_kernel", shape=(memory_dim, kc + vc),
-          initializer=common.fused_glorot_uniform([kc, vc]))
+          initializer=projection.fused_glorot_uniform([kc, vc]))
     self.output_kernel = self.add_weight(name="output_kernel", shape=(vc, self._output_channels),
                                          initializer="glorot_uniform")
     self.weights_dropout = Dropout(self.attention_dropout, dtype=self.dtype_policy)
@@ -125,7 +125,7 @@ class MultiHeadAttention(keras.layers.Layer):
   def _project(self, x, kernel):
     """[B, T, d] @ [d, n] as a 2-D matmul -> [B * T, n]."""
     x = ops.cast(x, self.compute_dtype)
-    return common.project(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
+    return projection.project(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
 
   def _split_heads(self, x, length, depth):
     """[B * T, H * depth] -> [B, H, T, depth]."""
@@ -144,7 +144,7 @@ class MultiHeadAttention(keras.layers.Layer):
     if self.self_attention:
       raise ValueError("compute_memory_kv is for encoder-decoder attention; this layer has "
                        "self_attention=True. Use init_cache(batch_size, max_length) instead.")
-    common.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
+    checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
     length = ops.shape(memory)[1]
     k, v = ops.split(self._project(memory, self.kv_kernel), [self._key_channels], axis=-1)
     return {"k": self._split_heads(k, length, self._key_depth),
@@ -163,7 +163,7 @@ class MultiHeadAttention(keras.layers.Layer):
     }
 
   def _check_call(self, query, memory, attention_mask, cache, step):
-    common.check_rank("query", query, (3,), "[batch, query_length, channels]")
+    checks.check_rank("query", query, (3,), "[batch, query_length, channels]")
     if self.self_attention and memory is not None:
       raise ValueError("This MultiHeadAttention has self_attention=True and takes no `memory`; "
                        "build one with self_attention=False for encoder-decoder attention.")
@@ -171,7 +171,7 @@ class MultiHeadAttention(keras.layers.Layer):
       raise ValueError("Encoder-decoder attention (self_attention=False) needs `memory` "
                        "[batch, memory_length, channels] or `cache=layer.compute_memory_kv(memory)`.")
     if memory is not None:
-      common.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
+      checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
     if cache is not None and (not isinstance(cache, dict) or set(cache) != {"k", "v"}):
       raise ValueError("`cache` must be the dict {'k', 'v'} from init_cache / compute_memory_kv; "
                        f"got {type(cache).__name__}"
@@ -179,7 +179,7 @@ class MultiHeadAttention(keras.layers.Layer):
     if self.self_attention and (cache is None) != (step is None):
       raise ValueError("Self-attention decoding needs both `cache` (from init_cache) and `step` "
                        "(the position of the first query); pass both or neither.")
-    return common.check_bool_mask("attention_mask", attention_mask, (2, 3),
+    return checks.check_bool_mask("attention_mask", attention_mask, (2, 3),
                                   "[query_length, key_length] or [batch, query_length, key_length]")
 
   def call(self, query, memory=None, attention_mask=None, cache=None, step=None,
@@ -192,8 +192,8 @@ class MultiHeadAttention(keras.layers.Layer):
         k = ops.slice_update(cache["k"], (0, 0, step, 0), k)  # [B, H, max_length, d_k]
         v = ops.slice_update(cache["v"], (0, 0, step, 0), v)
         cache = {"k": k, "v": v}
-        attention_mask = common.combine_masks(
-            common.causal_mask(ops.shape(q)[2], ops.shape(k)[2], query_offset=step),
+        attention_mask = masks.combine_masks(
+            masks.causal_mask(ops.shape(q)[2], ops.shape(k)[2], query_offset=step),
             attention_mask)
     else:
       q = self._split_heads(self._project(query, self.q_kernel), ops.shape(query)[1],
@@ -201,7 +201,7 @@ class MultiHeadAttention(keras.layers.Layer):
       memory_kv = cache if cache is not None else self.compute_memory_kv(memory)
       k, v = memory_kv["k"], memory_kv["v"]  # [B, H, Tk, d_k], [B, H, Tk, d_v]
     output, weights = self._attend(q, k, v, attention_mask, training)
-    return common.call_results(output, weights if return_attention_scores else None, cache)
+    return checks.call_results(output, weights if return_attention_scores else None, cache)
 
   def _attend(self, q, k, v, attention_mask, training):
     """softmax(q k^T / sqrt(d_k)) v over heads, then W^O. Returns ([B, Tq, out], [B, H, Tq, Tk])."""
@@ -217,7 +217,7 @@ class MultiHeadAttention(keras.layers.Layer):
     probs = self.weights_dropout(ops.cast(weights, v.dtype), training=training)
     context = ops.matmul(probs, v)  # [B, H, Tq, d_v]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self._value_channels))
-    output = common.project(context, self._kernel(self.output_kernel))  # [B * Tq, out]
+    output = projection.project(context, self._kernel(self.output_kernel))  # [B * Tq, out]
     return ops.reshape(output, (-1, query_length, self._output_channels)), weights
 
   def get_config(self):

@@ -3,7 +3,7 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -42,8 +42,8 @@ class SharedEmbedding(keras.layers.Layer):
 
   def __init__(self, vocab_size, hidden_size, zero_pad=True, **kwargs):
     super().__init__(**kwargs)
-    common.check_positive_int("vocab_size", vocab_size)
-    common.check_positive_int("hidden_size", hidden_size)
+    checks.check_positive_int("vocab_size", vocab_size)
+    checks.check_positive_int("hidden_size", hidden_size)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
     self.zero_pad = bool(zero_pad)
@@ -74,7 +74,7 @@ class SharedEmbedding(keras.layers.Layer):
                             else transposed_table, self.compute_dtype)
       logits = ops.matmul(x, projection)
       return ops.reshape(ops.cast(logits, "float32"), tuple(leading_shape) + (self.vocab_size,))
-    ids = common.check_int_ids("inputs", inputs, range(0, 8), "[...] of token ids")
+    ids = checks.check_int_ids("inputs", inputs, range(0, 8), "[...] of token ids")
     table = ops.cast(self.embeddings, self.compute_dtype)
     embedded = ops.take(table, ids, axis=0) * ops.cast(self.hidden_size ** 0.5, table.dtype)
     if self.zero_pad:

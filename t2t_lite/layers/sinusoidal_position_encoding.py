@@ -5,7 +5,7 @@ import math
 import keras
 from keras import ops
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks
 
 LAYOUTS = ("concat", "interleave")
 
@@ -13,11 +13,11 @@ LAYOUTS = ("concat", "interleave")
 def positions_for(inputs, start_index, positions):
   """The int32 positions of `inputs` [B, T, d]: explicit `positions` [T] or [B, T], else
   `start_index + arange(T)` ([T]); `start_index` may be a traced scalar (decoding step)."""
-  common.check_rank("inputs", inputs, (3,), "[batch, length, channels]")
+  checks.check_rank("inputs", inputs, (3,), "[batch, length, channels]")
   if positions is not None:
     if start_index is not None:
       raise ValueError("Pass either `start_index` or explicit `positions`, not both.")
-    return ops.cast(common.check_int_ids("positions", positions, (1, 2), "[length] or "
+    return ops.cast(checks.check_int_ids("positions", positions, (1, 2), "[length] or "
                                          "[batch, length]"), "int32")
   start_index = 0 if start_index is None else ops.cast(start_index, "int32")
   return ops.arange(ops.shape(inputs)[1], dtype="int32") + start_index

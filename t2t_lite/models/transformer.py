@@ -12,11 +12,11 @@ import keras
 from keras import ops
 
 from t2t_lite import registry
-from t2t_lite.layers import common
-from t2t_lite.layers.block import BLOCK_SETTINGS
-from t2t_lite.layers.decoder import Decoder
+from t2t_lite.layers import checks
+from t2t_lite.layers.sublayers import BLOCK_SETTINGS
+from t2t_lite.layers.decoder_stack import Decoder
 from t2t_lite.layers.dropout import Dropout
-from t2t_lite.layers.encoder import Encoder
+from t2t_lite.layers.encoder_stack import Encoder
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
 from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
@@ -77,8 +77,8 @@ class Transformer(keras.Model):
     if position_encoding not in POSITION_ENCODINGS:
       raise ValueError(f"`position_encoding` must be 'sinusoid' or 'learned' (Table 3 row E); "
                        f"got {position_encoding!r}.")
-    common.check_positive_int("hidden_size", hidden_size)
-    common.check_positive_int("max_position", max_position)
+    checks.check_positive_int("hidden_size", hidden_size)
+    checks.check_positive_int("max_position", max_position)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
     self.filter_size = filter_size
@@ -156,7 +156,7 @@ class Transformer(keras.Model):
     return self._decode(target_ids, memory, source_mask, training, project=False)
 
   def _check_ids(self, name, ids):
-    return common.check_int_ids(name, ids, (2,), "[batch, length]")
+    return checks.check_int_ids(name, ids, (2,), "[batch, length]")
 
   def encode(self, source_ids, training=False):
     """source ids [B, S] -> (encoder output [B, S, d], source mask [B, S] bool, True = token)."""
@@ -198,7 +198,7 @@ class Transformer(keras.Model):
     if self.position_encoding == "learned" and max_length > self.max_position:
       raise ValueError(f"max_length {max_length} exceeds max_position {self.max_position} of the "
                        "learned position table; decode shorter outputs.")
-    source_mask = common.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
+    source_mask = checks.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
     return {"source_mask": source_mask,
             "decoder": self.decoder.init_cache(encoder_output, max_length)}
 
@@ -220,7 +220,7 @@ class Transformer(keras.Model):
     Returns:
       (float32 logits [B, V] for the token at step + 1, the updated cache).
     """
-    token_ids = common.check_int_ids("token_ids", token_ids, (1,), "[batch]")
+    token_ids = checks.check_int_ids("token_ids", token_ids, (1,), "[batch]")
     if not isinstance(cache, dict) or set(cache) != {"source_mask", "decoder"}:
       raise ValueError("`cache` must be the dict returned by init_cache (or by decode_step).")
     step = ops.cast(step, "int32")

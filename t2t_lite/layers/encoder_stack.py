@@ -2,7 +2,7 @@
 
 import keras
 
-from t2t_lite.layers.block import StackLayer
+from t2t_lite.layers.sublayers import StackLayer
 from t2t_lite.layers.encoder_layer import EncoderLayer
 
 

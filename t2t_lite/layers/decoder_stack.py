@@ -2,8 +2,8 @@
 
 import keras
 
-from t2t_lite.layers import common
-from t2t_lite.layers.block import StackLayer
+from t2t_lite.layers import checks
+from t2t_lite.layers.sublayers import StackLayer
 from t2t_lite.layers.decoder_layer import DecoderLayer
 
 
@@ -65,5 +65,5 @@ class Decoder(StackLayer):
       if cache is not None:
         new_cache[key] = block_cache[0]
     x = self.normalize_output(x)
-    return common.call_results(x, scores if return_attention_scores else None,
+    return checks.call_results(x, scores if return_attention_scores else None,
                                None if cache is None else new_cache)

@@ -7,7 +7,7 @@ and renamed, so a killed decode never leaves a truncated output file behind.
 import os
 import sys
 
-from t2t_lite.training import model_dir
+from t2t_lite import model_dir
 
 
 def load_vocab(output_dir):
@@ -24,9 +24,9 @@ def load_vocab(output_dir):
 
 
 def load_translator(output_dir, decode_hparams, checkpoint_path=None):
-  from t2t_lite.decoding.translate import Translator
-  from t2t_lite.training import trainer
-  hparams, model, path = trainer.restore_model(output_dir, checkpoint_path)
+  from t2t_lite.decoding.translator import Translator
+  from t2t_lite.training import train_loop
+  hparams, model, path = train_loop.restore_model(output_dir, checkpoint_path)
   vocab = load_vocab(output_dir)
   return Translator(model, vocab, decode_hparams, max_position=hparams.max_position), path
 

@@ -22,7 +22,8 @@ import tensorflow as tf
 
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.models.transformer import Transformer
-from t2t_lite.training import distribute, model_dir
+from t2t_lite import model_dir
+from t2t_lite.training import distribute
 from t2t_lite.training.adam import Adam
 from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
 from t2t_lite.training.schedule import TransformerSchedule
@@ -203,12 +204,12 @@ def dev_bleu(translator, problem, data_dir, examples):
   The same Translator serves every evaluation of a run (it reads the model's current variables),
   so its compiled search programs are built once, not once per evaluation.
   """
-  from t2t_lite.decoding import bleu
+  from t2t_lite.decoding import bleu_score
   pairs = problem.text_pairs("dev", data_dir)[:examples]
   if not pairs:
     return {}
   hyps = translator.translate([p[0] for p in pairs])
-  score, _ = bleu.sacrebleu_score(hyps, [p[1] for p in pairs])
+  score, _ = bleu_score.sacrebleu_score(hyps, [p[1] for p in pairs])
   return {"bleu": score}
 
 
@@ -300,7 +301,7 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
       results = trainer.evaluate(problem.dataset("dev", data_dir, hparams, training=False), eval_steps)
       if eval_bleu and hparams.eval_bleu_examples > 0 and chief:
         if translator is None:
-          from t2t_lite.decoding.translate import Translator
+          from t2t_lite.decoding.translator import Translator
           translator = Translator(
               trainer.model, vocab,
               decode_hparams or problem.default_decode_hparams().replace(beam_size=1),

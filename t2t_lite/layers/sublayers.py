@@ -5,14 +5,26 @@ Not layers to use by themselves; see `EncoderLayer`, `DecoderLayer`, `Encoder` a
 
 import keras
 
-from t2t_lite.layers import common
+from t2t_lite.layers import checks
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.feed_forward import FeedForward
 from t2t_lite.layers.multi_head_attention import MultiHeadAttention
 
 # The settings every encoder/decoder layer and stack takes (and the Transformer passes on).
+NORM_TYPES = ("pre", "post")
 BLOCK_SETTINGS = ("num_heads", "filter_size", "key_channels", "value_channels", "norm_type",
                   "layer_norm_epsilon", "dropout", "attention_dropout", "relu_dropout")
+
+
+def residual(x, sublayer, norm, dropout, norm_type, training):
+  """One sub-layer connection (paper section 3.1 and T2T's layer_prepostprocess).
+
+  post: LayerNorm(x + Dropout(Sublayer(x)))   (the paper, `transformer_base_v1`)
+  pre:  x + Dropout(Sublayer(LayerNorm(x)))   (T2T's later sets; the stack ends with a LayerNorm)
+  """
+  if norm_type == "pre":
+    return x + dropout(sublayer(norm(x)), training=training)
+  return norm(x + dropout(sublayer(x), training=training))
 
 
 class BlockLayer(keras.layers.Layer):
@@ -22,12 +34,14 @@ class BlockLayer(keras.layers.Layer):
                norm_type="pre", layer_norm_epsilon=1e-6, dropout=0.1, attention_dropout=0.0,
                relu_dropout=0.0, **kwargs):
     super().__init__(**kwargs)
-    common.check_positive_int("num_heads", num_heads)
-    common.check_positive_int("filter_size", filter_size)
-    common.check_norm_type(norm_type)
+    checks.check_positive_int("num_heads", num_heads)
+    checks.check_positive_int("filter_size", filter_size)
+    if norm_type not in NORM_TYPES:
+      raise ValueError(f"`norm_type` must be 'pre' (T2T's later sets) or 'post' (the paper); "
+                       f"got {norm_type!r}.")
     for name, rate in (("dropout", dropout), ("attention_dropout", attention_dropout),
                        ("relu_dropout", relu_dropout)):
-      common.check_rate(name, rate)
+      checks.check_rate(name, rate)
     if not layer_norm_epsilon > 0:
       raise ValueError(f"`layer_norm_epsilon` must be > 0 (T2T: 1e-6); got {layer_norm_epsilon!r}.")
     self.num_heads = num_heads
@@ -68,7 +82,7 @@ class BlockLayer(keras.layers.Layer):
     return Dropout(self.dropout, dtype=self.dtype_policy, name="residual_dropout")
 
   def check_inputs(self, inputs):
-    common.check_rank("inputs", inputs, (3,), "[batch, length, hidden_size]")
+    checks.check_rank("inputs", inputs, (3,), "[batch, length, hidden_size]")
 
   def get_config(self):
     config = super().get_config()
@@ -83,7 +97,7 @@ class StackLayer(BlockLayer):
 
   def __init__(self, num_layers, num_heads, filter_size, **kwargs):
     super().__init__(num_heads, filter_size, **kwargs)
-    common.check_positive_int("num_layers", num_layers)
+    checks.check_positive_int("num_layers", num_layers)
     self.num_layers = num_layers
 
   def build(self, input_shape):

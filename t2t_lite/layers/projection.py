@@ -1,0 +1,43 @@
+"""The projections' matmul and the initializer of fused projection kernels."""
+
+import keras
+from keras import ops
+
+
+def project(x, kernel):
+  """`x [N, d_in] @ kernel [d_in, d_out]`, the 2-D matmul of every projection.
+
+  On TensorFlow, when 256 <= d_in <= d_out, the input gradient `dy @ kernel^T` multiplies by an
+  explicitly transposed copy of the kernel instead of a matmul with `transpose_b`: oneDNN ran
+  `[2048, k] x [512, k]^T` at 148-170 GFLOP/s here against 191-206 for the same product with the
+  transpose made first (the QKV, output, encoder-decoder and first feed-forward projections of a
+  d 512 model; `python scripts/bench_train.py --projection`). TF's graph optimizer folds a plain
+  transpose back into the matmul, so the copy goes through `Snapshot`. Values and gradients are
+  those of `ops.matmul`; other backends and shapes use it directly.
+  """
+  d_in, d_out = kernel.shape[0], kernel.shape[1]
+  if keras.backend.backend() != "tensorflow" or not 256 <= d_in <= d_out:
+    return ops.matmul(x, kernel)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+
+  @tf.custom_gradient
+  def matmul(x, kernel):
+    def grad(dy):
+      transposed = tf.raw_ops.Snapshot(input=tf.transpose(kernel))
+      return tf.matmul(dy, transposed), tf.matmul(x, dy, transpose_a=True)
+    return tf.matmul(x, kernel), grad
+
+  return matmul(x, kernel)
+
+
+def fused_glorot_uniform(sizes):
+  """Glorot-uniform for a kernel [d, sum(sizes)] that fuses several projections.
+
+  Each part [d, size] gets the scale it would have as a separate kernel, as T2T's separate q/k/v
+  projections do (T2T's `uniform_unit_scaling` with gain 1 is Glorot uniform).
+  """
+  def initializer(shape, dtype=None):
+    parts = [keras.initializers.GlorotUniform()((shape[0], size), dtype=dtype) for size in sizes]
+    return ops.concatenate(parts, axis=-1)
+
+  return initializer
