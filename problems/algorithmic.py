@@ -1,8 +1,9 @@
 """Algorithmic problems (T2T's `algorithmic_*`): tiny synthetic tasks for smoke tests.
 
-Inputs are random sequences of symbols 2..num_symbols+1 (ids 0 and 1 are PAD and EOS) with lengths
-1..max_length; the target is a function of the input (reversed, copied). Examples are generated in
-process from a seeded generator, so every run sees the same data, and need no files or downloads.
+Inputs are random sequences of symbols 2..num_symbols+1 (ids 0 and 1 are PAD and EOS, see
+`t2t_lite.token_ids`) with lengths 1..max_length; the target is a function of the input
+(reversed, copied). Examples are generated in process from a seeded generator, so every run sees
+the same data, and need no files or downloads.
 Text is the symbols' ids in decimal, space separated: "4 2 11".
 
     >>> problem = get_problem("algorithmic_reverse")

@@ -42,10 +42,10 @@ import tensorflow as tf  # noqa: E402
 from t2t_lite.decoding.translator import make_search_fn  # noqa: E402
 from t2t_lite.hparams import DecodeHParams, get_hparams  # noqa: E402
 from t2t_lite.models.transformer import Transformer  # noqa: E402
+from t2t_lite.token_ids import EOS_ID  # noqa: E402
 
 SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
 LENGTH = 30
-EOS = 1
 UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
 
 
@@ -61,7 +61,7 @@ def mask_eos(logits):
   """EOS made impossible, with a select, not an added one-hot mask: XLA fuses an add into the
   output projection's matrix-vector product, which then ran 1.22-1.27x slower at batch 1
   (`--gemv`); decoding proper adds nothing there, so the benchmark must not either."""
-  return tf.where(tf.range(logits.shape[-1]) == EOS, tf.constant(-1e9, logits.dtype), logits)
+  return tf.where(tf.range(logits.shape[-1]) == EOS_ID, tf.constant(-1e9, logits.dtype), logits)
 
 
 class NoEos:
@@ -353,7 +353,7 @@ def bench_gemv(repeats=30):
 
   ffn_fused = ffn_chain(lambda f, h: tf.nn.relu(h @ f.kernel_1 + f.bias_1) @ f.kernel_2 + f.bias_2)
   ffn_layer = ffn_chain(lambda f, h: f(h, training=False))
-  eos_mask = tf.one_hot(EOS, table.shape[1]) * -1e9
+  eos_mask = tf.one_hot(EOS_ID, table.shape[1]) * -1e9
   output_add = tf.function(lambda: tf.reduce_max(tf.matmul(row, table) + eos_mask), jit_compile=True)
   output_plain = tf.function(lambda: tf.reduce_max(tf.matmul(row, table)), jit_compile=True)
   ffn_bytes = 4 * sum(int(np.prod(f.kernel_1.shape)) + int(np.prod(f.kernel_2.shape))

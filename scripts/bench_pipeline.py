@@ -32,6 +32,7 @@ def measure_pipeline(raw_data_dir=DEFAULT_DATA, data_dir=None, batch_size=4096, 
 
   from t2t_lite.hparams import HParams  # pylint: disable=import-outside-toplevel
   from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
+  from t2t_lite.token_ids import PAD_ID  # pylint: disable=import-outside-toplevel
 
   problem = get_problem("translate_ende", raw_data_dir=str(raw_data_dir))
   problem.approx_vocab_size = vocab_size
@@ -57,7 +58,7 @@ def measure_pipeline(raw_data_dir=DEFAULT_DATA, data_dir=None, batch_size=4096, 
       batch = next(batches)
       inputs, targets = batch["inputs"].numpy(), batch["targets"].numpy()
       pairs += inputs.shape[0]
-      tokens += int(np.maximum((inputs != 0).sum(1), (targets != 0).sum(1)).sum())
+      tokens += int(np.maximum((inputs != PAD_ID).sum(1), (targets != PAD_ID).sum(1)).sum())
       padded += inputs.shape[0] * inputs.shape[1]
     seconds = time.perf_counter() - start
   return {"corpus": str(raw_data_dir), "vocab_size": vocab.vocab_size,

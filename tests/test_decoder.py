@@ -9,8 +9,9 @@ from keras import ops
 
 from t2t_lite.bin import decoder as decoder_cli
 from t2t_lite.decoding import decode_files
-from t2t_lite.decoding.translator import EOS_ID, Translator, make_search_fn, strip_ids
+from t2t_lite.decoding.translator import Translator, make_search_fn, strip_ids
 from t2t_lite.hparams import DecodeHParams
+from t2t_lite.token_ids import EOS_ID
 from t2t_lite.training import train_loop
 
 

@@ -25,6 +25,8 @@ input_context=ctx))`: each input pipeline reads its own shard (`input_pipeline_i
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.token_ids import EOS_ID, PAD_ID
+
 MIN_BUCKET_LENGTH = 8
 DEFAULT_SHUFFLE_BUFFER = 10_000
 CHUNK_SIZE = 256
@@ -56,7 +58,7 @@ def tokenize(dataset, vocab):
                                        deterministic=True)
 
 
-def append_eos(chunks, eos_id=1):
+def append_eos(chunks, eos_id=EOS_ID):
   """{"inputs": [[8412, 232]], "targets": [[77]]} -> {"inputs": [[8412, 232, 1]], "targets": [[77, 1]]}.
 
   T2T appends EOS to inputs and targets: the decoder learns to stop, and the encoder sees where the
@@ -170,7 +172,7 @@ def batch_by_length(dataset, batch_size, max_length, length_bucket_step=1.1,
     longest = tf.cast(tf.maximum(tf.reduce_max(batch["inputs"].row_lengths()),
                                  tf.reduce_max(batch["targets"].row_lengths())), tf.int64)
     length = tf.where(padded_length < 0, longest, padded_length)
-    padded = {key: ids.to_tensor(0, shape=tf.stack([tf.cast(ids.nrows(), tf.int64), length]))
+    padded = {key: ids.to_tensor(PAD_ID, shape=tf.stack([tf.cast(ids.nrows(), tf.int64), length]))
               for key, ids in batch.items()}                        # [B, L] each
     if static_shapes and drop_remainder:
       fixed = [bucket_batch_sizes([max_length], batch_size)[0], max_length]
@@ -189,7 +191,7 @@ def prefetch(dataset):
   return dataset.prefetch(tf.data.AUTOTUNE)
 
 
-def make_batches(token_chunks, hparams, training, eos_id=1,
+def make_batches(token_chunks, hparams, training, eos_id=EOS_ID,
                  shuffle_buffer=DEFAULT_SHUFFLE_BUFFER):
   """The chain after `tokenize`: chunks of ids without EOS -> training or evaluation batches.
 
@@ -224,9 +226,9 @@ def padding_fraction(batches, max_batches=None):
   used = padded = nonpad = count = 0
   for batch in batches:
     inputs, targets = batch["inputs"].numpy(), batch["targets"].numpy()   # [B, S], [B, T]
-    used += int(np.maximum((inputs != 0).sum(1), (targets != 0).sum(1)).sum())
+    used += int(np.maximum((inputs != PAD_ID).sum(1), (targets != PAD_ID).sum(1)).sum())
     padded += inputs.shape[0] * max(inputs.shape[1], targets.shape[1])
-    nonpad += int((inputs != 0).sum() + (targets != 0).sum())
+    nonpad += int((inputs != PAD_ID).sum() + (targets != PAD_ID).sum())
     count += 1
     if max_batches and count >= max_batches:
       break

@@ -14,8 +14,8 @@ vocabulary of about 37000 tokens") and T2T. It is a SentencePiece BPE model, tra
   and return plain strings (T2T's exporter took serialized ids, issue #990);
 - keras-hub uses the same format (`SentencePieceTokenizer`), so the model file is reusable there.
 
-Ids: PAD=0, EOS=1, UNK=2, no BOS (T2T's convention; sentencepiece pad_id=0, eos_id=1, unk_id=2,
-bos_id=-1). `tokenize` never adds EOS: the pipeline appends it.
+Ids: `t2t_lite.token_ids` (PAD=0, EOS=1, UNK=2, no BOS: T2T's convention; sentencepiece pad_id=0,
+eos_id=1, unk_id=2, bos_id=-1). `tokenize` never adds EOS: the pipeline appends it.
 
 Training is deterministic: the text is sampled with a seeded reservoir (so a 4.5M-pair corpus is
 never held in memory, only `input_sentence_size` lines), written in a fixed order, and trained
@@ -34,11 +34,10 @@ import sentencepiece as spm
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from t2t_lite.token_ids import EOS_ID, PAD_ID, UNK_ID
+
 logger = logging.getLogger(__name__)
 
-PAD_ID = 0
-EOS_ID = 1
-UNK_ID = 2
 DEFAULT_INPUT_SENTENCE_SIZE = 1_000_000
 DEFAULT_SEED = 1234
 SYMBOL_PROTO_PREFIX = b'{"type": "symbols", "num_symbols": '

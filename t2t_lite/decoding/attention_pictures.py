@@ -24,6 +24,10 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
+from t2t_lite.decoding.translator import Translator
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.token_ids import EOS_ID
+
 KINDS = {  # kind: (query tokens, key tokens, title)
     "encoder_self": ("source", "source", "encoder self-attention"),
     "decoder_self": ("target", "target", "decoder self-attention"),
@@ -219,14 +223,11 @@ def attention_for_pair(model, vocab, source, target=None, decode_hparams=None):
   sides is labelled `</s>`. Returns (weights, source_tokens, target_tokens, target_text), weights
   as `save_attention` takes them.
   """
-  eos = 1
-  source_ids = list(vocab.encode(source)) + [eos]
+  source_ids = list(vocab.encode(source)) + [EOS_ID]
   if target is None:
-    from t2t_lite.decoding.translator import Translator
-    from t2t_lite.hparams import DecodeHParams
     target = Translator(model, vocab, decode_hparams or DecodeHParams(beam_size=1)).translate([source])[0]
-  target_ids = list(vocab.encode(target)) + [eos]
+  target_ids = list(vocab.encode(target)) + [EOS_ID]
   weights = model.attention_weights(np.array([source_ids], np.int32), np.array([target_ids], np.int32))
-  label = lambda ids: [t if i != eos else "</s>" for i, t in zip(ids, vocab.id_to_piece(ids))]
+  label = lambda ids: [t if i != EOS_ID else "</s>" for i, t in zip(ids, vocab.id_to_piece(ids))]
   return ({kind: [np.asarray(w)[0] for w in layers] for kind, layers in weights.items()},
           label(source_ids), label(target_ids), target)

@@ -35,7 +35,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_lite.decoding.sampling import NEG_INF, START_ID, decode_limits, greedy_search, write_at
+from t2t_lite.decoding.sampling import NEG_INF, decode_limits, greedy_search, write_at
+from t2t_lite.token_ids import EOS_ID, START_ID
 
 
 class BeamState(NamedTuple):
@@ -270,7 +271,7 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 
 
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
-                    max_decode_length, alpha=0.6, eos_id=1, decode_lengths=None, stop_early=True):
+                    max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
@@ -291,7 +292,7 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
 
 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
-                max_decode_length, alpha=0.6, eos_id=1, decode_lengths=None, stop_early=True):
+                max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:

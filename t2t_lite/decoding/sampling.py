@@ -28,7 +28,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-START_ID = 0    # T2T starts decoding from PAD (0)
+from t2t_lite.token_ids import EOS_ID, START_ID
+
 NEG_INF = float("-inf")
 
 
@@ -65,7 +66,7 @@ def log_softmax(logits):
 
 
 def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick_fn,
-                  eos_id=1, decode_lengths=None):
+                  eos_id=EOS_ID, decode_lengths=None):
   """Runs the decoding loop and returns the final `SamplingState` (with the number of steps run).
 
   Args:
@@ -101,7 +102,7 @@ def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
   return state
 
 
-def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, eos_id=1,
+def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, eos_id=EOS_ID,
                   decode_lengths=None):
   """Greedy decoding: the most likely token at every step (T2T's `beam_size=1`).
 
@@ -124,7 +125,7 @@ def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
 
 
 def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
-                    temperature=1.0, top_k=0, seed=None, eos_id=1, decode_lengths=None):
+                    temperature=1.0, top_k=0, seed=None, eos_id=EOS_ID, decode_lengths=None):
   """Sampling from the model's distribution at `temperature`, optionally among the `top_k` best.
 
   `temperature=0` is greedy decoding (T2T's `sampling_temperature=0`). All random numbers are

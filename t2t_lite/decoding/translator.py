@@ -22,8 +22,8 @@ from keras import ops
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import sampling
 from t2t_lite.data.vocab import strip_ids
+from t2t_lite.token_ids import EOS_ID, PAD_ID
 
-EOS_ID = 1
 WIDTH_STEP = 8
 
 
@@ -151,7 +151,7 @@ class Translator:
     for start in range(0, len(order), size):
       chunk = order[start:start + size]
       width = -(-max(len(sources[i]) for i in chunk) // WIDTH_STEP) * WIDTH_STEP
-      batch = np.zeros((size if len(order) > size else len(chunk), width), np.int32)
+      batch = np.full((size if len(order) > size else len(chunk), width), PAD_ID, np.int32)
       batch[len(chunk):, 0] = EOS_ID  # filler rows of a short last batch; results dropped
       for row, i in enumerate(chunk):
         batch[row, :len(sources[i])] = sources[i]

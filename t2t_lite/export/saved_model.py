@@ -20,7 +20,8 @@ import time
 import tensorflow as tf
 
 from t2t_lite.data.vocab import strip_after_eos
-from t2t_lite.decoding.translator import EOS_ID, make_search_fn, source_limit
+from t2t_lite.decoding.translator import make_search_fn, source_limit
+from t2t_lite.token_ids import EOS_ID, PAD_ID
 from t2t_lite.training import train_loop
 
 
@@ -45,7 +46,7 @@ class TranslationModule(tf.Module):
     nonempty = tf.greater(tf.strings.length(tf.strings.strip(text)), 0)     # [N]
     eos = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(lengths))
-    source = tf.concat([pieces, eos], axis=1).to_tensor(0)                 # [N, S]
+    source = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)                 # [N, S]
     ids, scores = self._search(source)                                       # [N, beams, L]
     best = ids[:, 0, :]                                                       # [N, L]
     translations = self.tokenizer.detokenize(strip_after_eos(best, self.vocab_size))

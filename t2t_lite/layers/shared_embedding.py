@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers import checks
+from t2t_lite.token_ids import PAD_ID
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -78,7 +79,7 @@ class SharedEmbedding(keras.layers.Layer):
     table = ops.cast(self.embeddings, self.compute_dtype)
     embedded = ops.take(table, ids, axis=0) * ops.cast(self.hidden_size ** 0.5, table.dtype)
     if self.zero_pad:
-      embedded = embedded * ops.cast(ops.expand_dims(ops.not_equal(ids, 0), -1), table.dtype)
+      embedded = embedded * ops.cast(ops.expand_dims(ops.not_equal(ids, PAD_ID), -1), table.dtype)
     return embedded
 
   def get_config(self):

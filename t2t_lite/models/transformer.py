@@ -20,10 +20,8 @@ from t2t_lite.layers.encoder_stack import Encoder
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
 from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from t2t_lite.token_ids import PAD_ID, START_ID
 
-PAD_ID = 0
-EOS_ID = 1
-START_ID = 0  # the shifted-right targets start with PAD, as in T2T
 POSITION_ENCODINGS = ("sinusoid", "learned")
 
 
@@ -33,7 +31,7 @@ class Transformer(keras.Model):
   """Encoder-decoder Transformer with one shared embedding / softmax matrix (paper section 3).
 
   Args:
-    vocab_size: V, the shared source/target vocabulary (PAD = 0, EOS = 1).
+    vocab_size: V, the shared source/target vocabulary (ids as `t2t_lite.token_ids`).
     hidden_size: d_model.
     filter_size: d_ff.
     num_heads: h.

@@ -15,6 +15,8 @@ import math
 
 from keras import ops
 
+from t2t_lite.token_ids import PAD_ID
+
 
 def smoothed_target(label_smoothing, vocab_size):
   """(confidence, low, entropy) of the smoothed target distribution over `vocab_size` tokens:
@@ -26,7 +28,7 @@ def smoothed_target(label_smoothing, vocab_size):
   return confidence, low, entropy
 
 
-def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
+def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD_ID):
   """Sum of per-token losses and the number of real (non-pad) tokens.
 
   Args:
@@ -55,7 +57,7 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
 # ---------------------------------------------------------------------------- the training kernel
 
 
-def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=0):
+def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD_ID):
   """`smoothed_cross_entropy` for TensorFlow training: the same three values; with its gradient
   3.5x (vocab 8k) and 3.4x (vocab 32k) faster on 2048 tokens here (scripts/bench_train.py --loss).
 
@@ -127,7 +129,7 @@ def _loss_sums(label_smoothing, vocab):
   return tf.function(sums, jit_compile=True, reduce_retracing=True)
 
 
-def projected_cross_entropy(features, table, targets, label_smoothing=0.1, pad_id=0, compact=True,
+def projected_cross_entropy(features, table, targets, label_smoothing=0.1, pad_id=PAD_ID, compact=True,
                             row_multiple=128):
   """`smoothed_cross_entropy(features @ table^T, targets)` for TensorFlow training: the
   pre-softmax projection and the loss in one differentiable function. With its gradients, on

@@ -27,6 +27,7 @@ from t2t_lite.training import distribute
 from t2t_lite.training.adam import Adam
 from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
 from t2t_lite.training.schedule import TransformerSchedule
+from t2t_lite.token_ids import PAD_ID
 
 
 class NonFiniteLossError(RuntimeError):
@@ -124,7 +125,7 @@ class Trainer:
   def _replica_step(self, batch):
     hp = self.hparams
     targets = batch["targets"]
-    local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(targets, 0), tf.float32))
+    local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(targets, PAD_ID), tf.float32))
     ctx = tf.distribute.get_replica_context()
     global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
     with tf.GradientTape() as tape:
