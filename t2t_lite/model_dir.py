@@ -1,4 +1,11 @@
-"""The model directory: `hparams.json` (resolved hparams, problem and flags), checkpoints, vocab.
+"""The model directory: one folder that says what a trained model is, and the one place that
+builds, restores and describes it. Training writes it; decoding, averaging, export and the
+attention pictures read it, all through this module.
+
+    OUTPUT_DIR/hparams.json         problem, model name, resolved hparams, flags, vocabulary size
+    OUTPUT_DIR/flags.txt            the trainer's flags, one `--name=value` a line
+    OUTPUT_DIR/vocab.model          the vocabulary (`t2t_lite.data.vocab.vocab_from_proto` reads it)
+    OUTPUT_DIR/checkpoint, ckpt-N.* checkpoints: every model variable under its Keras path
 
 Every command after the trainer reads the hparams from here, so overrides are never lost
 (T2T issue #672). Files are written to a temporary name and renamed, so a kill never leaves a
@@ -8,20 +15,30 @@ half-written file.
 import json
 import os
 import shutil
+import sys
 import tempfile
 
-from t2t_lite.hparams import HParams
+import keras
+import numpy as np
+import tensorflow as tf
+
+from t2t_lite import models  # noqa: F401  (registers the models in registry.models)
+from t2t_lite import registry
+from t2t_lite.data import vocab as vocab_lib
+from t2t_lite.hparams import DecodeHParams, HParams
+from t2t_lite.problems import Problem, get_problem
 
 HPARAMS_FILE = "hparams.json"
 FLAGS_FILE = "flags.txt"
 VOCAB_FILE = "vocab.model"
+DEFAULT_MODEL = "transformer"  # a name in `registry.models` (the trainer's --model)
 
 
 class ModelDirError(ValueError):
   """A model directory that is missing pieces or was made with other settings."""
 
 
-def atomic_write(path, data):
+def atomic_write(path: str, data: str | bytes) -> None:
   """Writes `data` (str or bytes) to `path` through a temporary file and a rename."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
@@ -38,21 +55,29 @@ def atomic_write(path, data):
     raise
 
 
-def write_model_dir(output_dir, hparams, problem_name, flags=None, vocab_size=None, overwrite=False):
-  """Records what the model in `output_dir` is; refuses a directory trained with other hparams.
+# --- hparams.json, flags.txt, vocab.model. --------------------------------------------------------
+
+
+def write_model_dir(output_dir: str, hparams: HParams, problem_name: str, flags: dict | None = None,
+                    vocab_size: int | None = None, overwrite: bool = False,
+                    model: str = DEFAULT_MODEL) -> None:
+  """Records what the model in `output_dir` is; refuses a directory trained with other settings.
 
   Raises:
-    ModelDirError: `output_dir` holds a model with different hparams or problem and `overwrite`
-      is false.
+    ModelDirError: `output_dir` holds a model with different hparams, problem or model and
+      `overwrite` is false.
   """
   path = os.path.join(output_dir, HPARAMS_FILE)
   if os.path.exists(path) and not overwrite:
     old_problem, old = read_model_dir(output_dir)
-    if old != hparams or old_problem != problem_name:
+    old_model = read_record(output_dir).get("model", DEFAULT_MODEL)
+    if old != hparams or old_problem != problem_name or old_model != model:
       old_d, new_d = json.loads(old.to_json()), json.loads(hparams.to_json())
       diff = {k: (old_d[k], new_d[k]) for k in new_d if old_d[k] != new_d[k]}
       if old_problem != problem_name:
         diff["problem"] = (old_problem, problem_name)
+      if old_model != model:
+        diff["model"] = (old_model, model)
       raise ModelDirError(
           f"{output_dir} holds a model trained with other settings (old, new): {diff}. "
           "Use another --output_dir, or pass --overwrite_output_dir to start over there.")
@@ -60,27 +85,121 @@ def write_model_dir(output_dir, hparams, problem_name, flags=None, vocab_size=No
     for name in os.listdir(output_dir):
       target = os.path.join(output_dir, name)
       shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
-  record = {"problem": problem_name, "hparams": json.loads(hparams.to_json()), "flags": flags or {},
-            "vocab_size": vocab_size}
+  record = {"problem": problem_name, "model": model, "hparams": json.loads(hparams.to_json()),
+            "flags": flags or {}, "vocab_size": vocab_size}
   atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
   if flags:
     atomic_write(os.path.join(output_dir, FLAGS_FILE),
                  "".join(f"--{k}={v}\n" for k, v in sorted(flags.items())))
 
 
-def read_model_dir(output_dir):
-  """Returns (problem_name, HParams) recorded in `output_dir`."""
+def read_record(output_dir: str) -> dict:
+  """The whole record: problem, model, hparams (as a dict), flags, vocab_size."""
   path = os.path.join(output_dir, HPARAMS_FILE)
   if not os.path.exists(path):
     raise ModelDirError(f"{output_dir} has no {HPARAMS_FILE}: it is not a t2t_lite model directory. "
                         "Point --output_dir at the directory t2t-lite-trainer wrote.")
   with open(path, encoding="utf-8") as f:
-    record = json.load(f)
+    return json.load(f)
+
+
+def read_model_dir(output_dir: str) -> tuple[str, HParams]:
+  """Returns (problem_name, HParams) recorded in `output_dir`."""
+  record = read_record(output_dir)
   return record["problem"], HParams.from_json(json.dumps(record["hparams"]))
 
 
-def read_record(output_dir):
-  """The whole record: problem, hparams (as a dict), flags, vocab_size."""
-  read_model_dir(output_dir)  # clear error if missing
-  with open(os.path.join(output_dir, HPARAMS_FILE), encoding="utf-8") as f:
-    return json.load(f)
+def write_vocab(output_dir: str, vocab) -> None:
+  """Saves the vocabulary as `vocab.model` (once), so the directory is self-contained."""
+  path = os.path.join(output_dir, VOCAB_FILE)
+  proto = getattr(vocab, "model_proto", None)
+  if proto and not os.path.exists(path):
+    atomic_write(path, proto)
+
+
+def load_vocab(output_dir: str):
+  """The vocabulary saved in the model directory (or, when it has none, its problem's)."""
+  path = os.path.join(output_dir, VOCAB_FILE)
+  record = read_record(output_dir)
+  if os.path.exists(path):
+    return vocab_lib.SubwordVocab.from_file(path)
+  flags = record.get("flags", {})
+  problem = get_problem(record["problem"], raw_data_dir=flags.get("raw_data_dir"))
+  return problem.get_vocab(flags.get("data_dir"))
+
+
+# --- The problem's decoding defaults. -------------------------------------------------------------
+
+
+def find_problem(problem_name: str) -> Problem | None:
+  """The model's problem, or None (with a warning) if its registration is not loaded here."""
+  try:
+    return get_problem(problem_name)
+  except registry.RegistryError:
+    print(f"warning: problem {problem_name!r} is not registered here (missing --t2t_usr_dir?); "
+          "using the paper's decoding defaults", file=sys.stderr)
+    return None
+
+
+def decode_defaults(problem: Problem | None) -> DecodeHParams:
+  """The problem's decoding settings (e.g. beam 21 for parsing), or the paper's without one."""
+  return problem.default_decode_hparams() if problem is not None else DecodeHParams()
+
+
+# --- Models and checkpoints. ----------------------------------------------------------------------
+
+
+def set_precision_policy(hparams: HParams) -> None:
+  """Keras' global dtype policy for `hparams.mixed_precision` (layers built after it use it)."""
+  keras.mixed_precision.set_global_policy(
+      "float32" if hparams.mixed_precision == "float32" else hparams.mixed_precision)
+
+
+def build_model(hparams: HParams, vocab_size: int, model: str = DEFAULT_MODEL) -> keras.Model:
+  """The model registered as `model` for `hparams`, built (every variable created)."""
+  set_precision_policy(hparams)
+  instance = registry.models.get(model).from_hparams(hparams, vocab_size)
+  dummy = np.ones((1, 2), "int32")
+  instance({"inputs": dummy, "targets": dummy}, training=False)
+  return instance
+
+
+def checkpointable(model: keras.Model) -> dict:
+  """The model as a checkpoint sees it: {variable path: variable}.
+
+  Keras 3 keeps sub-layers held in Python lists (the encoder's layers) in its own tracked
+  collections, which TensorFlow's object-graph checkpoints do not follow, so
+  `tf.train.Checkpoint(model=model)` would silently save only some weights. Naming every variable
+  by its unique Keras path saves all of them, independent of how layers are nested, with
+  readable names (`encoder/layer_0/self_attention/qkv_kernel`). The model's own name is dropped
+  from the path: Keras makes it unique per instance (`transformer_1`).
+  """
+  variables = {v.path.split("/", 1)[-1]: v for v in model.weights}
+  if len(variables) != len(model.weights):
+    raise ValueError("model variables have duplicate paths; give layers distinct names")
+  return variables
+
+
+def build_recorded_model(output_dir: str) -> tuple[HParams, keras.Model]:
+  """(hparams, model): the model recorded in `output_dir`, built in float32, weights not loaded."""
+  _, hparams = read_model_dir(output_dir)
+  record = read_record(output_dir)
+  model = build_model(hparams.replace(mixed_precision="float32"), record["vocab_size"],
+                      record.get("model", DEFAULT_MODEL))
+  return hparams, model
+
+
+def restore_model(output_dir: str, checkpoint_path: str | None = None
+                  ) -> tuple[HParams, keras.Model, str]:
+  """Builds the model recorded in `output_dir` (float32) and loads a checkpoint (default: the
+  latest). Returns (hparams, model, checkpoint path)."""
+  read_record(output_dir)  # a missing hparams.json is the first thing to say
+  path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
+  if not path:
+    raise ModelDirError(
+        f"{output_dir} has no checkpoint: train first (t2t-lite-trainer --output_dir={output_dir}) "
+        "or pass --checkpoint_path.")
+  hparams, model = build_recorded_model(output_dir)
+  status = tf.train.Checkpoint(model=checkpointable(model)).restore(path).expect_partial()
+  status.assert_existing_objects_matched()
+  return hparams, model, path

@@ -8,11 +8,11 @@ import pytest
 from keras import ops
 
 from t2t_lite.bin import decoder as decoder_cli
+from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.decoding import decode_files
-from t2t_lite.decoding.translator import Translator, make_search_fn, strip_ids
+from t2t_lite.decoding.translator import Translator, load_translator, make_search_fn, strip_ids
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID
-from t2t_lite.training import train_loop
 
 
 def test_output_keeps_line_count_and_order_with_empty_long_and_invalid_lines(tiny_model_dir, tmp_path, capsys):
@@ -33,7 +33,7 @@ def test_output_keeps_line_count_and_order_with_empty_long_and_invalid_lines(tin
   assert "line 5 has" in err and "translating its first 255" in err
   assert "line 6 is not valid UTF-8" in err
   # Order: each line decoded alone gives the same output as in the batch.
-  translator, _ = decode_files.load_translator(str(model_dir), DecodeHParams(beam_size=2, batch_size=1))
+  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=2, batch_size=1))
   texts = decode_files.read_lines(str(source), warn=lambda m: None)
   for i in (0, 2, 6):
     assert translator.translate([texts[i]]) == [outputs[i]]
@@ -83,8 +83,8 @@ def test_beam_scores_equal_uncached_full_forward_scores(tiny_model_dir):
   length: a sentence that stops early fills missing finished slots with shorter alive ones.
   """
   model_dir, _ = tiny_model_dir
-  hparams, model, _ = train_loop.restore_model(str(model_dir))
-  vocab = decode_files.load_vocab(str(model_dir))
+  hparams, model, _ = model_dir_lib.restore_model(str(model_dir))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
   alpha = 0.6
   # The 30-step model may never rank EOS high enough to finish a hypothesis (a fixed +3 bonus
   # still left none in one CI run). Raising the EOS logit to the position's best logit, in the
@@ -141,8 +141,8 @@ def test_strip_ids():
 def test_xla_search_equals_graph_search(tiny_model_dir, beam_size):
   """The XLA-compiled search loop (the default) and the plain graph give the same beams."""
   model_dir, _ = tiny_model_dir
-  _, model, _ = train_loop.restore_model(str(model_dir))
-  vocab = decode_files.load_vocab(str(model_dir))
+  _, model, _ = model_dir_lib.restore_model(str(model_dir))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
   sources = [vocab.encode(s) + [EOS_ID] for s in
              ["A man in a blue shirt .", "Children play outside .", "A dog .", ""]]
   sources[-1] = None  # an empty line

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from t2t_lite.bin import exporter as exporter_cli
-from t2t_lite.decoding import decode_files
+from t2t_lite.decoding.translator import load_translator
 from t2t_lite.export import saved_model
 from t2t_lite.hparams import DecodeHParams
 
@@ -50,7 +50,7 @@ def test_loads_without_t2t_lite_and_matches_the_decoder(exported):
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   served = json.loads(result.stdout.strip().split("\n")[-1])
-  translator, _ = decode_files.load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=20))
+  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=20))
   translator.warn = lambda message: None
   assert served["translations"] == translator.translate(SENTENCES)
   assert served["translations"][1] == "" and served["scores"][1] == 0.0

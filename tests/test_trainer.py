@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2t_lite import model_dir
 from t2t_lite.hparams import DecodeHParams, get_hparams
 from t2t_lite.problems import get_problem
-from t2t_lite import model_dir
 from t2t_lite.training import average, train_loop
 
 TINY = "transformer_tiny"
@@ -47,7 +47,7 @@ def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
                              log_every=100)
   train_seconds = time.time() - start
   average_checkpoints(str(tmp_path / "run"), str(tmp_path / "averaged"), count=5)
-  from t2t_lite.decoding.decode_files import load_translator
+  from t2t_lite.decoding.translator import load_translator
   translator, _ = load_translator(str(tmp_path / "averaged"), DecodeHParams(beam_size=1, batch_size=64))
   pairs = problem.text_pairs("test", str(tmp_path / "data"))[:200]
   outputs = translator.translate([s for s, _ in pairs])
@@ -61,11 +61,11 @@ def test_checkpoint_restores_every_model_variable(tmp_path):
   out = str(tmp_path / "run")
   train_loop.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, str(tmp_path / "data"),
                              train_steps=3, eval_steps=0, save_checkpoints_steps=3)
-  _, restored, _ = train_loop.restore_model(out)
+  _, restored, _ = model_dir.restore_model(out)
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
   saved = {n for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
   assert len(saved) == len(restored.weights)
-  fresh = train_loop.build_model(get_hparams(TINY, MICRO), problem.get_vocab(None).vocab_size)
+  fresh = model_dir.build_model(get_hparams(TINY, MICRO), problem.get_vocab(None).vocab_size)
   differs = [not np.array_equal(a, b) for a, b in zip(fresh.get_weights(), restored.get_weights())]
   assert sum(differs) >= len(differs) - 4  # all but maybe a few untouched (e.g. LayerNorm) weights
 
@@ -104,7 +104,7 @@ def test_checkpoint_averaging_is_the_elementwise_mean(tmp_path):
   assert not np.allclose(readers[0].get_tensor(names[0]), readers[2].get_tensor(names[0]))
   # The averaged directory is a model directory the decoder can use.
   assert tf.train.latest_checkpoint(str(tmp_path / "avg")) == prefix
-  train_loop.restore_model(str(tmp_path / "avg"))
+  model_dir.restore_model(str(tmp_path / "avg"))
 
 
 def test_gradient_accumulation_equals_one_big_batch(tmp_path):
@@ -178,7 +178,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
                                eval_steps=0, save_checkpoints_steps=2, log_every=10)
   assert "ckpt-4" in str(error.value)
   assert tf.train.latest_checkpoint(out).endswith("ckpt-4")  # nothing saved after the NaN
-  _, model, _ = train_loop.restore_model(out)
+  _, model, _ = model_dir.restore_model(out)
   assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
@@ -209,7 +209,7 @@ def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path):
   proc.wait()
   killed_at = int(tf.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
   assert 40 <= killed_at < 400
-  train_loop.restore_model(str(out))  # loadable after the kill
+  model_dir.restore_model(str(out))  # loadable after the kill
   result = _run(args)
   assert result.returncode == 0, result.stdout + result.stderr
   assert "resumed from" in result.stdout and f"at step {killed_at}" in result.stdout

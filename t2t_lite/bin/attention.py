@@ -24,15 +24,14 @@ def main(argv=None):
                  choices=["encoder_self", "decoder_self", "encoder_decoder"])
   p.add_argument("--word_layer", type=int, default=None, help="1-based layer (default: next to last)")
   args = p.parse_args(argv)
-  from t2t_lite.decoding import attention_pictures, decode_files
   from t2t_lite import model_dir
-  from t2t_lite.training import train_loop
+  from t2t_lite.decoding import attention_pictures
   try:
-    _, model, _ = train_loop.restore_model(args.output_dir, args.checkpoint_path)
+    _, model, _ = model_dir.restore_model(args.output_dir, args.checkpoint_path)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
-  vocab = decode_files.load_vocab(args.output_dir)
+  vocab = model_dir.load_vocab(args.output_dir)
   weights, source_tokens, target_tokens, target = attention_pictures.attention_for_pair(
       model, vocab, args.source, args.target)
   paths = attention_pictures.save_attention(weights, source_tokens, target_tokens, args.out_dir,

@@ -31,10 +31,11 @@ def main(argv=None):
   with common.usage_errors():
     common.load_usr_dir(args)
     problem_name, _ = model_dir.read_model_dir(args.output_dir)
-    decode_hparams = _decode_hparams(problem_name, args.decode_hparams)
     if args.problem and args.problem != problem_name:
       raise common.UsageError(f"--problem={args.problem} but {args.output_dir} was trained on "
                               f"{problem_name}; drop --problem or point --output_dir elsewhere")
+    problem = model_dir.find_problem(problem_name)
+    decode_hparams = model_dir.decode_defaults(problem).parse(args.decode_hparams)
   from t2t_lite.decoding import decode_files
   try:
     outputs = decode_files.decode_file(args.output_dir, decode_hparams, args.decode_from_file,
@@ -46,31 +47,9 @@ def main(argv=None):
     from t2t_lite.decoding import bleu_score
     references = decode_files.read_lines(args.decode_reference)
     hyps = [o.split("\t")[0] for o in outputs]
-    print(bleu_score.bleu_report(hyps, references, _target_language(problem_name)), file=sys.stderr)
+    target_language = problem.target_language if problem else "de"
+    print(bleu_score.bleu_report(hyps, references, target_language), file=sys.stderr)
   return 0
-
-
-def _problem(problem_name):
-  """The model's problem, or None if its registration is not loaded (pass --t2t_usr_dir)."""
-  from t2t_lite import registry
-  from t2t_lite.problems import get_problem
-  try:
-    return get_problem(problem_name)
-  except registry.RegistryError:
-    print(f"warning: problem {problem_name!r} is not registered here (missing --t2t_usr_dir?); "
-          "using the paper's decoding defaults", file=sys.stderr)
-    return None
-
-
-def _decode_hparams(problem_name, overrides):
-  from t2t_lite.hparams import DecodeHParams
-  problem = _problem(problem_name)
-  return (problem.default_decode_hparams() if problem else DecodeHParams()).parse(overrides)
-
-
-def _target_language(problem_name):
-  problem = _problem(problem_name)
-  return problem.target_language if problem else "de"
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ def main(argv=None):
                  help="hparams set name or alias, optionally with overrides: big,dropout=0.1; "
                       "with --hparams_set, only overrides: a=1,b=2")
   p.add_argument("--hparams_set", default=None, help="T2T spelling: the set name")
-  p.add_argument("--model", default="transformer", help="registered model (only 'transformer')")
+  p.add_argument("--model", default="transformer",
+                 help="registered model (t2t_lite.registry.models; built from the hparams and "
+                      "recorded in OUTPUT_DIR/hparams.json)")
   p.add_argument("--output_dir", required="--registry_help" not in (argv or sys.argv),
                  help="model directory: hparams.json, checkpoints, TensorBoard logs")
   p.add_argument("--overwrite_output_dir", action="store_true",
@@ -42,25 +44,27 @@ def main(argv=None):
     if args.registry_help:
       common.print_registry()
       return 0
-    from t2t_lite import registry
-    import t2t_lite.models.transformer  # noqa: F401  registers "transformer"
-    registry.models.canonical(args.model)
+    from t2t_lite import model_dir, registry  # model_dir registers the models
+    model = registry.models.canonical(args.model)
     problem = common.get_problem(args)
     hparams = common.resolve_hparams(args.hparams, args.hparams_set)
 
-  from t2t_lite import model_dir
+  from t2t_lite.decoding import dev_bleu
   from t2t_lite.training import distribute, train_loop
   flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
   with common.usage_errors():
     strategy = distribute.make_strategy(args.worker_gpu, args.tpu)
+  evaluate_fn = None  # real BLEU by decoding dev sentences at each evaluation
+  if not args.no_eval_bleu and hparams.eval_bleu_examples > 0:
+    evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples)
   try:
     results = train_loop.train_and_evaluate(
         problem, hparams, args.output_dir, data_dir=args.data_dir, train_steps=args.train_steps,
         eval_steps=args.eval_steps, save_checkpoints_steps=args.save_checkpoints_steps,
         keep_checkpoint_max=args.keep_checkpoint_max, eval_every=args.eval_every,
         log_every=args.log_every, strategy=strategy, flags=flags,
-        overwrite=args.overwrite_output_dir, eval_bleu=not args.no_eval_bleu,
-        max_train_seconds=args.train_minutes * 60 if args.train_minutes else None)
+        overwrite=args.overwrite_output_dir, evaluate_fn=evaluate_fn,
+        max_train_seconds=args.train_minutes * 60 if args.train_minutes else None, model=model)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

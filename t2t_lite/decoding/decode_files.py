@@ -8,27 +8,7 @@ import os
 import sys
 
 from t2t_lite import model_dir
-
-
-def load_vocab(output_dir):
-  """The subword vocabulary saved in the model directory (or the problem's, for id vocabularies)."""
-  from t2t_lite.problems import get_problem
-  record = model_dir.read_record(output_dir)
-  path = os.path.join(output_dir, model_dir.VOCAB_FILE)
-  if os.path.exists(path):
-    from t2t_lite.data.vocab import SubwordVocab
-    return SubwordVocab.load(path)
-  flags = record.get("flags", {})
-  problem = get_problem(record["problem"], raw_data_dir=flags.get("raw_data_dir"))
-  return problem.get_vocab(flags.get("data_dir"))
-
-
-def load_translator(output_dir, decode_hparams, checkpoint_path=None):
-  from t2t_lite.decoding.translator import Translator
-  from t2t_lite.training import train_loop
-  hparams, model, path = train_loop.restore_model(output_dir, checkpoint_path)
-  vocab = load_vocab(output_dir)
-  return Translator(model, vocab, decode_hparams, max_position=hparams.max_position), path
+from t2t_lite.decoding.translator import load_translator
 
 
 def read_lines(path_or_file, warn=print):

@@ -19,9 +19,10 @@ import numpy as np
 import tensorflow as tf
 from keras import ops
 
+from t2t_lite import model_dir
+from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import sampling
-from t2t_lite.data.vocab import strip_ids
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 WIDTH_STEP = 8
@@ -170,3 +171,11 @@ class Translator:
       texts = [self.vocab.decode(ids) for ids, _ in line_beams] or [""]
       out.append("\t".join(texts) if return_beams else texts[0])
     return out
+
+
+def load_translator(output_dir, decode_hparams, checkpoint_path=None):
+  """A Translator of the model in `output_dir` (latest checkpoint, or `checkpoint_path`) and its
+  vocabulary. Returns (translator, checkpoint path)."""
+  hparams, model, path = model_dir.restore_model(output_dir, checkpoint_path)
+  vocab = model_dir.load_vocab(output_dir)
+  return Translator(model, vocab, decode_hparams, max_position=hparams.max_position), path

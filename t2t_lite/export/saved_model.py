@@ -19,10 +19,11 @@ import time
 
 import tensorflow as tf
 
+from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
 from t2t_lite.decoding.translator import make_search_fn, source_limit
+from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
-from t2t_lite.training import train_loop
 
 
 class TranslationModule(tf.Module):
@@ -32,7 +33,7 @@ class TranslationModule(tf.Module):
     super().__init__()
     # Track the model's variables, not the Keras model: a tracked Keras model would add a
     # serving signature of its own (teacher-forced, float inputs) to the SavedModel.
-    self.model_variables = train_loop.checkpointable(model)
+    self.model_variables = model_dir.checkpointable(model)
     self.tokenizer = tokenizer
     self.vocab_size = model.vocab_size
     self.limit = source_limit(decode_hparams, max_position)
@@ -65,16 +66,14 @@ def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, ve
     version: the numeric folder name (default: seconds since the epoch, as TF Serving expects
       increasing numbers).
   """
-  from t2t_lite.decoding.decode_files import load_vocab
-  from t2t_lite.hparams import DecodeHParams
   version = str(version or int(time.time()))
   if not version.isdigit():
     raise ValueError(f"export version must be a number (TF Serving's layout), got {version!r}")
   final = os.path.join(export_dir, version)
   if os.path.exists(final):
     raise FileExistsError(f"{final} exists already; pick another --version")
-  hparams, model, _ = train_loop.restore_model(output_dir, checkpoint_path)
-  vocab = load_vocab(output_dir)
+  hparams, model, _ = model_dir.restore_model(output_dir, checkpoint_path)
+  vocab = model_dir.load_vocab(output_dir)
   tokenizer = getattr(vocab, "tf_tokenizer", None)
   if tokenizer is None:
     raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "

@@ -13,7 +13,6 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite import model_dir
-from t2t_lite.training import train_loop
 
 
 def last_checkpoints(output_dir, count):
@@ -35,10 +34,9 @@ def average_checkpoints(output_dir, out_dir, count=5, checkpoint_paths=None):
   and exporter can take it as `--output_dir` too.
   """
   paths = checkpoint_paths or last_checkpoints(output_dir, count)
-  problem_name, hparams = model_dir.read_model_dir(output_dir)
-  vocab_size = model_dir.read_record(output_dir)["vocab_size"]
-  model = train_loop.build_model(hparams.replace(mixed_precision="float32"), vocab_size)
-  checkpoint = tf.train.Checkpoint(model=train_loop.checkpointable(model))
+  problem_name, _ = model_dir.read_model_dir(output_dir)
+  _, model = model_dir.build_recorded_model(output_dir)
+  checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(model))
   sums = [np.zeros(v.shape, np.float64) for v in model.weights]
   for path in paths:
     checkpoint.restore(path).expect_partial().assert_existing_objects_matched()

@@ -17,11 +17,8 @@ import sys
 import time
 
 import keras
-import numpy as np
 import tensorflow as tf
 
-from t2t_lite.hparams import DecodeHParams
-from t2t_lite.models.transformer import Transformer
 from t2t_lite import model_dir
 from t2t_lite.training import distribute
 from t2t_lite.training.adam import Adam
@@ -32,36 +29,6 @@ from t2t_lite.token_ids import PAD_ID
 
 class NonFiniteLossError(RuntimeError):
   pass
-
-
-def set_precision_policy(hparams):
-  keras.mixed_precision.set_global_policy(
-      "float32" if hparams.mixed_precision == "float32" else hparams.mixed_precision)
-
-
-def build_model(hparams, vocab_size):
-  """A built Transformer (variables created) for `hparams`."""
-  set_precision_policy(hparams)
-  model = Transformer.from_hparams(hparams, vocab_size)
-  dummy = np.ones((1, 2), "int32")
-  model({"inputs": dummy, "targets": dummy}, training=False)
-  return model
-
-
-def checkpointable(model):
-  """The model as a checkpoint sees it: {variable path: variable}.
-
-  Keras 3 keeps sub-layers held in Python lists (the encoder's blocks) in its own tracked
-  collections, which TensorFlow's object-graph checkpoints do not follow, so
-  `tf.train.Checkpoint(model=model)` would silently save only some weights. Naming every variable
-  by its unique Keras path saves all of them, independent of how layers are nested, with
-  readable names (`encoder/layer_0/self_attention/qkv_kernel`). The model's own name is dropped
-  from the path: Keras makes it unique per instance (`transformer_1`).
-  """
-  variables = {v.path.split("/", 1)[-1]: v for v in model.weights}
-  if len(variables) != len(model.weights):
-    raise ValueError("model variables have duplicate paths; give layers distinct names")
-  return variables
 
 
 def build_optimizer(hparams):
@@ -77,25 +44,11 @@ def build_optimizer(hparams):
   return optimizer
 
 
-def restore_model(output_dir, checkpoint_path=None):
-  """Builds the model recorded in `output_dir` and loads a checkpoint (default: the latest)."""
-  _, hparams = model_dir.read_model_dir(output_dir)
-  vocab_size = model_dir.read_record(output_dir)["vocab_size"]
-  path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
-  if not path:
-    raise model_dir.ModelDirError(
-        f"{output_dir} has no checkpoint: train first (t2t-lite-trainer --output_dir={output_dir}) "
-        "or pass --checkpoint_path.")
-  model = build_model(hparams.replace(mixed_precision="float32"), vocab_size)
-  status = tf.train.Checkpoint(model=checkpointable(model)).restore(path).expect_partial()
-  status.assert_existing_objects_matched()
-  return hparams, model, path
-
-
 class Trainer:
   """Model, optimizer, checkpoints and the distributed train/eval steps for one run."""
 
-  def __init__(self, hparams, vocab_size, output_dir, strategy=None, keep_checkpoint_max=20):
+  def __init__(self, hparams, vocab_size, output_dir, strategy=None, keep_checkpoint_max=20,
+               model=model_dir.DEFAULT_MODEL):
     self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
     self.output_dir = output_dir
@@ -104,12 +57,13 @@ class Trainer:
     ckpt_dir = output_dir if self.chief else os.path.join(
         output_dir, f".worker_{self.strategy.cluster_resolver.task_id}")
     with self.strategy.scope():
-      self.model = build_model(hparams, vocab_size)
+      self.model = model_dir.build_model(hparams, vocab_size, model)
       self.optimizer = build_optimizer(hparams)
       self.optimizer.build(self.model.trainable_variables)
       self.nonfinite = tf.Variable(False, trainable=False, name="nonfinite_loss_seen",
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-    self.checkpoint = tf.train.Checkpoint(model=checkpointable(self.model), optimizer=self.optimizer)
+    self.checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(self.model),
+                                          optimizer=self.optimizer)
     self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max)
     self.restored_from = self.manager.latest_checkpoint
     if self.restored_from:
@@ -199,26 +153,11 @@ def _write_scalars(writer, step, values):
   writer.flush()
 
 
-def dev_bleu(translator, problem, data_dir, examples):
-  """Real BLEU on the first `examples` dev pairs, by actual decoding with `translator`.
-
-  The same Translator serves every evaluation of a run (it reads the model's current variables),
-  so its compiled search programs are built once, not once per evaluation.
-  """
-  from t2t_lite.decoding import bleu_score
-  pairs = problem.text_pairs("dev", data_dir)[:examples]
-  if not pairs:
-    return {}
-  hyps = translator.translate([p[0] for p in pairs])
-  score, _ = bleu_score.sacrebleu_score(hyps, [p[1] for p in pairs])
-  return {"bleu": score}
-
-
 def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=1000,
                        eval_steps=100, save_checkpoints_steps=1000, keep_checkpoint_max=20,
-                       eval_every=None, log_every=100, strategy=None, decode_hparams=None,
-                       flags=None, overwrite=False, train_dataset_fn=None, eval_bleu=True,
-                       progress=None, max_train_seconds=None):
+                       eval_every=None, log_every=100, strategy=None, flags=None,
+                       overwrite=False, train_dataset_fn=None, evaluate_fn=None, progress=None,
+                       max_train_seconds=None, model=model_dir.DEFAULT_MODEL):
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
@@ -231,12 +170,16 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
     save_checkpoints_steps: updates between checkpoints; one is also written at the end.
     eval_every: updates between evaluations (default: save_checkpoints_steps).
     strategy: a tf.distribute strategy (default: one device).
-    decode_hparams: for the dev BLEU (default: the problem's, with beam 1 for speed).
+    flags: the command line, recorded in the model directory (hparams.json, flags.txt).
+    overwrite: start over in an `output_dir` that holds a model trained with other settings.
     train_dataset_fn: `fn(input_context) -> tf.data` overriding the problem's training data.
-    eval_bleu: decode `hparams.eval_bleu_examples` dev sentences for real BLEU at each evaluation.
+    evaluate_fn: `fn(model) -> {name: value}`, more metrics at each evaluation, on the chief (as
+      flax's train.py takes decode.py's): `t2t_lite.decoding.dev_bleu.bleu_evaluation` decodes
+      dev sentences for real BLEU. Training itself never decodes.
     progress: show a console progress bar (default: when stdout is a terminal).
     max_train_seconds: stop (with a checkpoint and an evaluation) once this much wall time has
       passed in this run, even before `train_steps`; rerunning continues.
+    model: the registered model to train (`t2t_lite.registry.models`), recorded in hparams.json.
   Returns:
     A dict with the final step, last training loss and the last evaluation's metrics.
   """
@@ -245,11 +188,10 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
   chief = distribute.is_chief(strategy)
   if chief:
     os.makedirs(output_dir, exist_ok=True)
-    model_dir.write_model_dir(output_dir, hparams, problem.name, flags, vocab.vocab_size, overwrite)
-    proto = getattr(vocab, "model_proto", None)
-    if proto and not os.path.exists(os.path.join(output_dir, model_dir.VOCAB_FILE)):
-      model_dir.atomic_write(os.path.join(output_dir, model_dir.VOCAB_FILE), proto)
-  trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max)
+    model_dir.write_model_dir(output_dir, hparams, problem.name, flags, vocab.vocab_size, overwrite,
+                              model)
+    model_dir.write_vocab(output_dir, vocab)
+  trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model)
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
@@ -267,7 +209,7 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
   progress = sys.stdout.isatty() if progress is None else progress
   bar = keras.utils.Progbar(train_steps, stateful_metrics=["loss", "lr", "tok/s"]) if progress else None
   accumulation = hparams.gradient_accumulation_steps
-  results, translator = {}, None  # translator: dev BLEU, built at the first evaluation
+  results = {}
   window_tokens, window_start, loss = 0.0, time.time(), float("nan")
   micro = 0
   run_start = time.time()
@@ -300,14 +242,8 @@ def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=
         print(f"saved {path}", flush=True)
     if eval_steps and (step % eval_every == 0 or last):
       results = trainer.evaluate(problem.dataset("dev", data_dir, hparams, training=False), eval_steps)
-      if eval_bleu and hparams.eval_bleu_examples > 0 and chief:
-        if translator is None:
-          from t2t_lite.decoding.translator import Translator
-          translator = Translator(
-              trainer.model, vocab,
-              decode_hparams or problem.default_decode_hparams().replace(beam_size=1),
-              max_position=hparams.max_position)
-        results.update(dev_bleu(translator, problem, data_dir, hparams.eval_bleu_examples))
+      if evaluate_fn is not None and chief:
+        results.update(evaluate_fn(trainer.model))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
       window_start = time.time()
