@@ -13,30 +13,18 @@ import difflib
 import json
 
 from t2t_lite import registry
+from t2t_lite.hparams.model_config import ModelConfig, check, check_rate
 
 
 @dataclasses.dataclass(frozen=True)
-class HParams:
+class HParams(ModelConfig):
   """Everything a model and its training need; decoding has its own `DecodeHParams`.
 
-  `batch_size` counts tokens per replica, as in T2T: a batch of B pairs padded to length L uses
-  B * L tokens where L = max(len(inputs), len(targets)) including padding.
+  The model's architecture is `ModelConfig`'s fields (declared there, first in this class);
+  these are the data, training and evaluation settings. `batch_size` counts tokens per replica,
+  as in T2T: a batch of B pairs padded to length L uses B * L tokens where
+  L = max(len(inputs), len(targets)) including padding.
   """
-  # Model (paper section 3).
-  hidden_size: int = 512                   # d_model
-  filter_size: int = 2048                  # d_ff
-  num_heads: int = 8                       # h
-  num_encoder_layers: int = 6              # N (encoder)
-  num_decoder_layers: int = 6              # N (decoder)
-  attention_key_channels: int = 0          # h * d_k; 0 means hidden_size
-  attention_value_channels: int = 0        # h * d_v; 0 means hidden_size
-  norm_type: str = "pre"                   # "post" (the paper) or "pre" (T2T's later sets)
-  layer_norm_epsilon: float = 1e-6
-  layer_prepostprocess_dropout: float = 0.1  # residual and embedding dropout (P_drop)
-  attention_dropout: float = 0.1
-  relu_dropout: float = 0.1
-  position_encoding: str = "sinusoid"      # "sinusoid" or "learned" (Table 3 row E)
-  max_position: int = 1024                 # longest position the model can see
   # Data and batching.
   batch_size: int = 4096                   # tokens per replica (T2T: per GPU)
   max_length: int = 256                    # training pairs longer than this are dropped; 0: none
@@ -58,25 +46,23 @@ class HParams:
   # Evaluation during training.
   eval_bleu_examples: int = 100            # dev pairs decoded for real BLEU at each evaluation
 
-  def replace(self, **changes):
-    return dataclasses.replace(self, **changes)
+  def validate(self) -> None:
+    super().validate()
+    check(self.learning_rate_schedule in ("noam", "rsqrt_decay", "constant"),
+          "learning_rate_schedule must be one of noam, rsqrt_decay, constant, "
+          f"got {self.learning_rate_schedule!r}")
+    check(self.mixed_precision in ("float32", "mixed_float16", "mixed_bfloat16"),
+          "mixed_precision must be float32, mixed_float16 or mixed_bfloat16, "
+          f"got {self.mixed_precision!r}")
+    for name in ("batch_size", "gradient_accumulation_steps"):
+      check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
+    check_rate("label_smoothing", self.label_smoothing)
 
-  @property
-  def key_channels(self):
-    return self.attention_key_channels or self.hidden_size
-
-  @property
-  def value_channels(self):
-    return self.attention_value_channels or self.hidden_size
-
-  def __post_init__(self):
-    _validate(self)
-
-  def to_json(self):
+  def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
   @classmethod
-  def from_json(cls, text):
+  def from_json(cls, text: str) -> "HParams":
     values = json.loads(text)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
@@ -84,7 +70,7 @@ class HParams:
       raise ValueError(f"hparams JSON has unknown fields {unknown}; known fields: {sorted(known)}")
     return cls(**values)
 
-  def parse(self, overrides):
+  def parse(self, overrides: str) -> "HParams":
     """Returns a copy with `name=value,...` applied; types come from the declared fields."""
     return _parse_overrides(self, overrides)
 
@@ -103,21 +89,21 @@ class DecodeHParams:
   seed: int = 1234                         # with sampling: the same seed gives the same samples
   xla: bool = True                         # compile the search loop with XLA (see README: speed)
 
-  def replace(self, **changes):
+  def replace(self, **changes) -> "DecodeHParams":
     return dataclasses.replace(self, **changes)
 
   def __post_init__(self):
-    _check(self.beam_size >= 1, "beam_size must be >= 1")
-    _check(self.extra_length >= 0, "extra_length must be >= 0")
-    _check(self.batch_size >= 1, "batch_size must be >= 1")
-    _check(self.sampling_temperature >= 0, "sampling_temperature must be >= 0")
-    _check(not (self.sampling_temperature > 0 and self.beam_size > 1),
-           "sampling (sampling_temperature > 0) needs beam_size=1")
+    check(self.beam_size >= 1, "beam_size must be >= 1")
+    check(self.extra_length >= 0, "extra_length must be >= 0")
+    check(self.batch_size >= 1, "batch_size must be >= 1")
+    check(self.sampling_temperature >= 0, "sampling_temperature must be >= 0")
+    check(not (self.sampling_temperature > 0 and self.beam_size > 1),
+          "sampling (sampling_temperature > 0) needs beam_size=1")
 
-  def parse(self, overrides):
+  def parse(self, overrides: str) -> "DecodeHParams":
     return _parse_overrides(self, overrides)
 
-  def to_json(self):
+  def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)
 
 
@@ -130,30 +116,6 @@ OVERRIDE_ALIASES = {
     "warmup_steps": ("learning_rate_warmup_steps",),
     "optimizer_multistep_accumulate_steps": ("gradient_accumulation_steps",),
 }
-
-
-def _check(condition, message):
-  if not condition:
-    raise ValueError(f"bad hparams: {message}")
-
-
-def _validate(hp):
-  _check(hp.norm_type in ("pre", "post"), f"norm_type must be 'pre' or 'post', got {hp.norm_type!r}")
-  _check(hp.position_encoding in ("sinusoid", "learned"),
-         f"position_encoding must be 'sinusoid' or 'learned', got {hp.position_encoding!r}")
-  _check(hp.learning_rate_schedule in ("noam", "rsqrt_decay", "constant"),
-         "learning_rate_schedule must be one of noam, rsqrt_decay, constant, "
-         f"got {hp.learning_rate_schedule!r}")
-  _check(hp.mixed_precision in ("float32", "mixed_float16", "mixed_bfloat16"),
-         f"mixed_precision must be float32, mixed_float16 or mixed_bfloat16, got {hp.mixed_precision!r}")
-  for name in ("hidden_size", "filter_size", "num_heads", "num_encoder_layers",
-               "num_decoder_layers", "batch_size", "max_position", "gradient_accumulation_steps"):
-    _check(getattr(hp, name) >= 1, f"{name} must be >= 1, got {getattr(hp, name)}")
-  for name in ("key_channels", "value_channels"):
-    _check(getattr(hp, name) % hp.num_heads == 0,
-           f"{name} ({getattr(hp, name)}) must be divisible by num_heads ({hp.num_heads})")
-  for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "label_smoothing"):
-    _check(0.0 <= getattr(hp, name) < 1.0, f"{name} must be in [0, 1), got {getattr(hp, name)}")
 
 
 def _convert(field, text):
@@ -202,7 +164,7 @@ def _parse_overrides(hp, overrides):
   return hp.replace(**changes)
 
 
-def get_hparams(spec, overrides=""):
+def get_hparams(spec: str, overrides: str = "") -> HParams:
   """Resolves `"set[,name=value...]"` plus extra `overrides` into an `HParams`.
 
   `spec` may be a registered set name or alias (`base`, `big`), optionally followed by overrides

@@ -52,7 +52,7 @@ UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decode
 def random_model(set_name, vocab):
   """A built Transformer of the hparams set `set_name` with random weights (seed 0)."""
   keras.utils.set_random_seed(0)
-  model = Transformer.from_hparams(get_hparams(set_name), vocab)
+  model = Transformer(get_hparams(set_name), vocab)
   model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})  # build
   return model
 
@@ -129,12 +129,12 @@ def ctranslate2_twin(model, directory):
   [in, out]; CTranslate2's linear weights are [out, in], so every kernel is transposed.
   """
   from ctranslate2.specs import transformer_spec  # pylint: disable=import-outside-toplevel
-  if model.norm_type != "pre" or model.position_encoding != "sinusoid":
+  if model.config.norm_type != "pre" or model.config.position_encoding != "sinusoid":
     raise ValueError("The CTranslate2 twin covers the pre-norm, sinusoid sets (tiny, base, big).")
   weights = {v.path.split("/", 1)[1]: np.asarray(v.numpy(), np.float32) for v in model.weights}
   spec = transformer_spec.TransformerSpec.from_config(
-      (model.num_encoder_layers, model.num_decoder_layers), model.num_heads, pre_norm=True)
-  spec.config.layer_norm_epsilon = model.layer_norm_epsilon
+      (model.config.num_encoder_layers, model.config.num_decoder_layers), model.config.num_heads, pre_norm=True)
+  spec.config.layer_norm_epsilon = model.config.layer_norm_epsilon
   spec.config.decoder_start_token = "<s>"
   spec.config.add_source_eos = False
   spec.decoder.start_from_zero_embedding = bool(model.embedding.zero_pad)  # T2T zeroes id 0
@@ -148,7 +148,7 @@ def ctranslate2_twin(model, directory):
     norm_spec.gamma, norm_spec.beta = weights[name + "/gamma"], weights[name + "/beta"]
 
   table = weights["shared_embedding/embeddings"]
-  zeros = np.zeros((1, 256, model.hidden_size), np.float32)
+  zeros = np.zeros((1, 256, model.config.hidden_size), np.float32)
   positions = np.asarray(model.position(zeros))[0]                       # [256, d]
   for side in ("encoder", "decoder"):
     stack = getattr(spec, side)
@@ -237,7 +237,7 @@ def timed_interleaved(runs, source, repeats, rounds=3, min_seconds=1.0):
 def ctranslate2_runs(model, source, workdir, threads):
   """CTranslate2 float32 greedy / beam 4 and int8 beam 4 on the same weights and sources."""
   import ctranslate2  # pylint: disable=import-outside-toplevel
-  path = os.path.join(workdir, f"ct2_{model.hidden_size}_{model.num_decoder_layers}")
+  path = os.path.join(workdir, f"ct2_{model.config.hidden_size}_{model.config.num_decoder_layers}")
   if not os.path.exists(os.path.join(path, "model.bin")):
     ctranslate2_twin(model, path)
   tokens = [[f"t{i}" for i in row] for row in source.numpy()]
@@ -305,7 +305,7 @@ def bench_gemv(repeats=30):
   output projection with a one-hot add against the plain product. Outputs are checked equal.
   """
   model = random_model(*SHAPES["base"])
-  d = model.hidden_size
+  d = model.config.hidden_size
   kernels = [v for v in model.decoder.weights if len(v.shape) == 2 and not _is_kv_kernel(v)]
   table = tf.transpose(model.embedding.embeddings)                      # [d, V], as in the search
   row = tf.random.normal((1, d))
@@ -338,7 +338,7 @@ def bench_gemv(repeats=30):
   numpy_decoder_kernels = lambda: step_chain(  # noqa: E731
       np_row, np_kernels, lambda y: np.maximum(y, 0), np.sum)
 
-  feed_forwards = [block.feed_forward for block in model.decoder.blocks]
+  feed_forwards = [layer.feed_forward for layer in model.decoder.layers]
   for ffn in feed_forwards:  # non-zero biases, so that adding them is real work
     ffn.bias_1.assign(tf.random.normal(ffn.bias_1.shape))
     ffn.bias_2.assign(tf.random.normal(ffn.bias_2.shape))

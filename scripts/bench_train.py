@@ -243,7 +243,7 @@ def bench_dropout(shape=(2048, 512), repeats=50):
                                    ("training, Keras' dropout mask", True, keras_mask),
                                    ("training, hashed dropout mask", True, hashed)):
     dropout_lib.tf_dropout = mask  # read when the forward is traced, just below
-    forward = tf.function(lambda b, t=training: tf.reduce_sum(model.features(b, training=t)))
+    forward = tf.function(lambda b, t=training: tf.reduce_sum(model.decoder_output(b, training=t)))
     print(f"| {name} | {ms(lambda f=forward: f(batch).numpy()):.1f} |", flush=True)
   dropout_lib.tf_dropout = hashed
 

@@ -158,7 +158,7 @@ def set_precision_policy(hparams: HParams) -> None:
 def build_model(hparams: HParams, vocab_size: int, model: str = DEFAULT_MODEL) -> keras.Model:
   """The model registered as `model` for `hparams`, built (every variable created)."""
   set_precision_policy(hparams)
-  instance = registry.models.get(model).from_hparams(hparams, vocab_size)
+  instance = registry.models.get(model)(hparams, vocab_size)
   dummy = np.ones((1, 2), "int32")
   instance({"inputs": dummy, "targets": dummy}, training=False)
   return instance

@@ -398,10 +398,13 @@ def test_transformer_large_beam_equals_exhaustive_search():
   # sequence. Vocab 5, length <= 4: 1 + 4 + 16 + 64 = 85 sequences end in EOS; a beam of 160
   # keeps all 64 alive prefixes and its 320 candidates cover all 64 * 5 extensions.
   transformer = pytest.importorskip("t2t_lite.models.transformer")
+  from t2t_lite.hparams import ModelConfig
   keras.utils.set_random_seed(0)
   vocab, max_length, alpha = 5, 4, 0.6
-  model = transformer.Transformer(vocab_size=vocab, hidden_size=16, filter_size=32, num_heads=2,
-                                  num_encoder_layers=1, num_decoder_layers=2, dropout=0.0)
+  config = ModelConfig(hidden_size=16, filter_size=32, num_heads=2, num_encoder_layers=1,
+                       num_decoder_layers=2, layer_prepostprocess_dropout=0.0,
+                       attention_dropout=0.0, relu_dropout=0.0)
+  model = transformer.Transformer(config, vocab_size=vocab)
   model.build()
   source = np.asarray([[2, 3, 4, 1]], "int32")
   memory, source_mask = model.encode(source)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from t2t_lite.hparams import ModelConfig
 from t2t_lite.layers import (Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward,
                              LearnedPositionEmbedding, MultiHeadAttention, SharedEmbedding,
                              SinusoidalPositionEncoding)
@@ -301,7 +302,8 @@ def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
 
 # ---- Encoder / decoder layers and stacks -----------------------------------------------------
 
-SETTINGS = dict(num_heads=4, filter_size=32, dropout=0.0)
+CONFIG = ModelConfig(hidden_size=D, num_heads=4, filter_size=32, layer_prepostprocess_dropout=0.0,
+                     attention_dropout=0.0, relu_dropout=0.0)
 
 
 def np_encoder_layer(x, layer, padding_mask, norm_type):
@@ -316,7 +318,7 @@ def np_encoder_layer(x, layer, padding_mask, norm_type):
 
 @pytest.mark.parametrize("norm_type", ["pre", "post"])
 def test_encoder_layer_matches_numpy(norm_type):
-  layer = EncoderLayer(norm_type=norm_type, **SETTINGS)
+  layer = EncoderLayer(CONFIG.replace(norm_type=norm_type))
   x, mask = random_array(B, TK, D), padding_mask_np()
   output = to_np(layer(x, padding_mask=mask))
   np.testing.assert_allclose(output, np_encoder_layer(x, layer, mask, norm_type), atol=1e-4)
@@ -324,7 +326,7 @@ def test_encoder_layer_matches_numpy(norm_type):
 
 @pytest.mark.parametrize("norm_type", ["pre", "post"])
 def test_decoder_layer_matches_numpy(norm_type):
-  layer = DecoderLayer(norm_type=norm_type, **SETTINGS)
+  layer = DecoderLayer(CONFIG.replace(norm_type=norm_type))
   x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
   output = to_np(layer(x, memory, memory_padding_mask=mask))
 
@@ -345,11 +347,11 @@ def test_decoder_layer_matches_numpy(norm_type):
 
 @pytest.mark.parametrize("norm_type", ["pre", "post"])
 def test_encoder_stack_chains_layers_and_final_norm(norm_type):
-  encoder = Encoder(num_layers=2, norm_type=norm_type, **SETTINGS)
+  encoder = Encoder(CONFIG.replace(num_encoder_layers=2, norm_type=norm_type))
   x, mask = random_array(B, TK, D), padding_mask_np()
   output, scores = encoder(x, padding_mask=mask, return_attention_scores=True)
   expected = x
-  for layer in encoder.blocks:
+  for layer in encoder.layers:
     expected = np_encoder_layer(expected, layer, mask, norm_type)
   if norm_type == "pre":  # T2T's later sets end the stack with a LayerNorm
     expected = np_layer_norm(expected, encoder.final_norm)
@@ -359,7 +361,7 @@ def test_encoder_stack_chains_layers_and_final_norm(norm_type):
 
 
 def test_encoder_ignores_padded_positions():
-  encoder = Encoder(num_layers=2, **SETTINGS)
+  encoder = Encoder(CONFIG.replace(num_encoder_layers=2))
   x, mask = random_array(B, TK, D), padding_mask_np()
   changed = x.copy()
   changed[~mask] = random_array(int((~mask).sum()), D, seed=9)
@@ -369,7 +371,8 @@ def test_encoder_ignores_padded_positions():
 
 @pytest.mark.parametrize("norm_type", ["pre", "post"])
 def test_decoder_stack_cache_matches_full(norm_type):
-  decoder = Decoder(num_layers=2, norm_type=norm_type, key_channels=8, **SETTINGS)
+  decoder = Decoder(CONFIG.replace(num_decoder_layers=2, norm_type=norm_type,
+                                   attention_key_channels=8))
   x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
   full = to_np(decoder(x, memory, memory_padding_mask=mask))
   cache = decoder.init_cache(memory, max_length=TQ)
@@ -382,15 +385,18 @@ def test_decoder_stack_cache_matches_full(norm_type):
   np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
 
 
-def test_block_layers_validate_arguments():
+def test_encoder_decoder_layers_validate_arguments():
   with pytest.raises(ValueError, match="norm_type"):
-    EncoderLayer(num_heads=2, filter_size=8, norm_type="middle")
-  with pytest.raises(ValueError, match="num_layers"):
-    Encoder(num_layers=0, num_heads=2, filter_size=8)
+    EncoderLayer(ModelConfig(num_heads=2, filter_size=8, norm_type="middle"))
+  with pytest.raises(ValueError, match="num_encoder_layers"):
+    Encoder(ModelConfig(num_encoder_layers=0, num_heads=2, filter_size=8))
+  with pytest.raises(TypeError, match="ModelConfig"):
+    Encoder(2)
+  small = ModelConfig(hidden_size=8, num_heads=2, filter_size=8)
   with pytest.raises(ValueError, match="memory"):
-    DecoderLayer(num_heads=2, filter_size=8)(random_array(1, 3, 8))
+    DecoderLayer(small)(random_array(1, 3, 8))
   with pytest.raises(ValueError, match="boolean"):
-    EncoderLayer(num_heads=2, filter_size=8)(random_array(1, 3, 8), padding_mask=np.ones((1, 3)))
+    EncoderLayer(small)(random_array(1, 3, 8), padding_mask=np.ones((1, 3)))
 
 
 # ---- Config round trips ----------------------------------------------------------------------
@@ -406,10 +412,11 @@ def test_config_round_trips():
   assert_config_round_trip(SinusoidalPositionEncoding(layout="interleave", max_timescale=100.0), x)
   assert_config_round_trip(LearnedPositionEmbedding(max_position=9), x)
   assert_config_round_trip(SharedEmbedding(vocab_size=11, hidden_size=D, zero_pad=False), ids)
-  assert_config_round_trip(EncoderLayer(norm_type="post", **SETTINGS), memory, padding_mask=mask)
-  assert_config_round_trip(DecoderLayer(layer_norm_epsilon=1e-5, **SETTINGS), x, memory,
-                           memory_padding_mask=mask)
-  assert_config_round_trip(Encoder(num_layers=2, value_channels=8, **SETTINGS), memory,
+  assert_config_round_trip(EncoderLayer(CONFIG.replace(norm_type="post")), memory,
                            padding_mask=mask)
-  assert_config_round_trip(Decoder(num_layers=2, norm_type="post", **SETTINGS), x, memory,
+  assert_config_round_trip(DecoderLayer(CONFIG.replace(layer_norm_epsilon=1e-5)), x, memory,
                            memory_padding_mask=mask)
+  assert_config_round_trip(Encoder(CONFIG.replace(num_encoder_layers=2, attention_value_channels=8)),
+                           memory, padding_mask=mask)
+  assert_config_round_trip(Decoder(CONFIG.replace(num_decoder_layers=2, norm_type="post")), x,
+                           memory, memory_padding_mask=mask)

@@ -143,7 +143,7 @@ def test_mixed_bfloat16_trains_like_float32(tmp_path):
     mixed = train_loop.Trainer(hp.replace(mixed_precision="mixed_bfloat16"), 32, str(tmp_path / "bf16"))
     start = full.model.get_weights()
     mixed.model.set_weights(start)
-    assert mixed.model.features(batch).dtype == tf.bfloat16
+    assert mixed.model.decoder_output(batch).dtype == tf.bfloat16
     dtypes = {v.dtype for v in mixed.model.weights + mixed.optimizer.variables}
     assert dtypes <= {"float32", "int64"}, dtypes  # float32 weights and Adam slots
     losses = {"f32": [], "bf16": []}

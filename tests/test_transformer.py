@@ -9,13 +9,14 @@ import pytest
 from keras import ops
 
 from t2t_lite import registry
-from t2t_lite.hparams import get_hparams
+from t2t_lite.hparams import ModelConfig, get_hparams
 from t2t_lite.hparams.transformer import TABLE3_ROWS
 from t2t_lite.models import Transformer
 
 VOCAB = 23
-TINY = dict(vocab_size=VOCAB, hidden_size=16, filter_size=32, num_heads=4, num_encoder_layers=2,
-            num_decoder_layers=2, dropout=0.0)
+TINY = ModelConfig(hidden_size=16, filter_size=32, num_heads=4, num_encoder_layers=2,
+                   num_decoder_layers=2, layer_prepostprocess_dropout=0.0, attention_dropout=0.0,
+                   relu_dropout=0.0)
 pytestmark = pytest.mark.backend_independent
 
 SOURCE = np.array([[3, 4, 5, 6, 1, 0, 0], [7, 8, 9, 10, 11, 12, 1]], "int32")
@@ -42,7 +43,7 @@ def to_np(x):
 
 
 def tiny_model(**changes):
-  model = Transformer(**{**TINY, **changes})
+  model = Transformer(TINY.replace(**changes), VOCAB)
   model({"inputs": SOURCE, "targets": TARGETS})
   return model
 
@@ -72,12 +73,12 @@ def test_call_returns_float32_logits_and_is_registered():
   assert registry.models.get("transformer") is Transformer
 
 
-def test_features_are_the_decoder_output_before_the_shared_projection():
+def test_decoder_output_is_the_call_before_the_shared_projection():
   model = tiny_model()
-  features = to_np(model.features({"inputs": SOURCE, "targets": TARGETS}))
-  assert features.shape == (2, 5, TINY["hidden_size"])
+  decoder_output = to_np(model.decoder_output({"inputs": SOURCE, "targets": TARGETS}))
+  assert decoder_output.shape == (2, 5, TINY.hidden_size)
   table = to_np(model.embedding.embeddings)
-  np.testing.assert_allclose(features @ table.T, logits_of(model), rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(decoder_output @ table.T, logits_of(model), rtol=1e-5, atol=1e-5)
 
 
 def test_future_target_tokens_never_change_earlier_outputs():
@@ -109,13 +110,14 @@ def test_padded_source_positions_never_change_real_outputs():
 @pytest.mark.parametrize("position_encoding", ["sinusoid", "learned"])
 def test_cached_decode_steps_equal_teacher_forced_call(norm_type, position_encoding):
   model = tiny_model(norm_type=norm_type, position_encoding=position_encoding, max_position=16,
-                     key_channels=8, dropout=0.1, attention_dropout=0.1, relu_dropout=0.1)
+                     attention_key_channels=8, layer_prepostprocess_dropout=0.1,
+                     attention_dropout=0.1, relu_dropout=0.1)
   np.testing.assert_allclose(decode_teacher_forced(model, SOURCE, TARGETS), logits_of(model),
                              atol=1e-4)
 
 
 def test_cache_layout_has_batch_first():
-  model = tiny_model(value_channels=8)
+  model = tiny_model(attention_value_channels=8)
   memory, source_mask = model.encode(SOURCE)
   cache = model.init_cache(memory, source_mask, max_length=9)
   assert set(cache) == {"source_mask", "decoder"}
@@ -169,7 +171,7 @@ def test_attention_weights_for_pictures():
 
 
 def test_dropout_only_in_training():
-  model = tiny_model(dropout=0.3)
+  model = tiny_model(layer_prepostprocess_dropout=0.3)
   np.testing.assert_allclose(logits_of(model), logits_of(model, training=False))
   assert not np.allclose(logits_of(model, training=True), logits_of(model))
 
@@ -179,7 +181,7 @@ def test_dropout_only_in_training():
 def count_params(hparams_name, vocab_size=37000):
   """Builds the model of an hparams set (variables created, never initialized) and counts."""
   with keras.StatelessScope(initialize_variables=False):
-    model = Transformer.from_hparams(get_hparams(hparams_name), vocab_size)
+    model = Transformer(get_hparams(hparams_name), vocab_size)
     model.build()
     return model.count_params()
 
@@ -200,7 +202,7 @@ def test_parameter_counts_match_the_paper():
 
 
 def test_stateless_count_equals_real_build():
-  model = tiny_model(num_heads=2, key_channels=8)
+  model = tiny_model(num_heads=2, attention_key_channels=8)
   # Formula: embeddings + encoder layers (attention, FFN, 2 norms) + decoder layers + final norms.
   d, ff, kc = 16, 32, 8
   attention = d * (2 * kc + d) + d * d
@@ -209,28 +211,47 @@ def test_stateless_count_equals_real_build():
               + 2 * 2 * d)
   assert model.count_params() == expected
   with keras.StatelessScope(initialize_variables=False):
-    unbuilt = Transformer(**{**TINY, "num_heads": 2, "key_channels": 8})
+    unbuilt = Transformer(TINY.replace(num_heads=2, attention_key_channels=8), VOCAB)
     unbuilt.build()
     assert unbuilt.count_params() == expected
   keras.utils.clear_session()
 
 
-def test_from_hparams_maps_fields():
+def test_hparams_are_the_model_config():
   hparams = get_hparams("transformer_tiny,num_hidden_layers=1,attention_key_channels=64")
-  model = Transformer.from_hparams(hparams, vocab_size=50)
-  config = model.get_config()
-  assert (config["hidden_size"], config["filter_size"], config["num_heads"]) == (128, 512, 4)
-  assert (config["num_encoder_layers"], config["num_decoder_layers"]) == (1, 1)
-  assert (config["key_channels"], config["value_channels"]) == (64, 128)
-  assert config["dropout"] == hparams.layer_prepostprocess_dropout
-  assert config["norm_type"] == "pre" and config["position_encoding"] == "sinusoid"
+  model = Transformer(hparams, vocab_size=50)
+  config = ModelConfig(**model.get_config()["config"])
+  assert (config.hidden_size, config.filter_size, config.num_heads) == (128, 512, 4)
+  assert (config.num_encoder_layers, config.num_decoder_layers) == (1, 1)
+  assert (config.key_channels, config.value_channels) == (64, 128)
+  assert config.layer_prepostprocess_dropout == hparams.layer_prepostprocess_dropout
+  assert config.norm_type == "pre" and config.position_encoding == "sinusoid"
+  # The model keeps the architecture only: training settings are not part of it.
+  assert type(model.config) is ModelConfig and model.config == config == ModelConfig.of(hparams)
+  assert model.get_config()["vocab_size"] == 50
 
 
 # ---- Serialization ---------------------------------------------------------------------------
 
+def test_variable_paths_are_the_checkpoint_names():
+  """Checkpoints name every variable by its Keras path (`model_dir.checkpointable`), so these
+  paths are a file format: a renamed layer or attribute must not change them."""
+  model = tiny_model(num_encoder_layers=1, num_decoder_layers=1, position_encoding="learned")
+  norm = lambda name: [f"{name}/beta", f"{name}/gamma"]  # noqa: E731
+  feed_forward = [f"feed_forward/{w}" for w in ("kernel_1", "bias_1", "kernel_2", "bias_2")]
+  encoder_layer = ["self_attention/qkv_kernel", "self_attention/output_kernel",
+                   *norm("self_attention_norm"), *feed_forward, *norm("feed_forward_norm")]
+  decoder_layer = encoder_layer + ["encdec_attention/q_kernel", "encdec_attention/kv_kernel",
+                                   "encdec_attention/output_kernel", *norm("encdec_attention_norm")]
+  expected = (["shared_embedding/embeddings", "position/embeddings"]
+              + [f"encoder/layer_0/{path}" for path in encoder_layer] + norm("encoder/final_norm")
+              + [f"decoder/layer_0/{path}" for path in decoder_layer] + norm("decoder/final_norm"))
+  assert sorted(v.path.split("/", 1)[1] for v in model.weights) == sorted(expected)
+
+
 def test_config_round_trip():
   model = tiny_model(norm_type="post", position_encoding="learned", max_position=12,
-                     value_channels=8, layer_norm_epsilon=1e-5)
+                     attention_value_channels=8, layer_norm_epsilon=1e-5)
   clone = Transformer.from_config(model.get_config())
   assert clone.get_config() == model.get_config()
   clone.build()
@@ -284,4 +305,6 @@ def test_model_validates_inputs():
   with pytest.raises(ValueError, match="init_cache"):
     model.decode_step(ops.zeros((2,), "int32"), 0, {"decoder": {}})
   with pytest.raises(ValueError, match="position_encoding"):
-    Transformer(vocab_size=10, position_encoding="rotary")
+    Transformer(ModelConfig(position_encoding="rotary"), vocab_size=10)
+  with pytest.raises(TypeError, match="ModelConfig"):
+    Transformer(10, 512)

@@ -27,8 +27,8 @@ def bleu_evaluation(problem, data_dir, examples, decode_hparams=None):
   def evaluate(model):
     if state.get("model") is not model:
       pairs = problem.text_pairs("dev", data_dir)[:examples]
-      state.update(model=model, pairs=pairs, translator=Translator(
-          model, problem.get_vocab(data_dir), decode_hparams, max_position=model.max_position))
+      state.update(model=model, pairs=pairs,
+                   translator=Translator(model, problem.get_vocab(data_dir), decode_hparams))
     pairs = state["pairs"]
     if not pairs:
       return {}

@@ -14,7 +14,9 @@ Input policy (documented in the README):
 """
 
 import sys
+from collections.abc import Callable
 
+import keras
 import numpy as np
 import tensorflow as tf
 from keras import ops
@@ -23,6 +25,7 @@ from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import sampling
+from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 WIDTH_STEP = 8
@@ -129,12 +132,20 @@ class Translator:
 
   Lines are sorted by length, batched (`decode_hparams.batch_size` sentences), padded once and
   encoded once per batch, then put back in input order.
+
+  Args:
+    model: a `Transformer` (outputs stop at its `config.max_position`).
+    vocab: its vocabulary (`t2t_lite.data.vocab`: `encode`, `decode`).
+    decode_hparams: beam size, length penalty, batch size, ... (`DecodeHParams`).
+    warn: called with each input-policy warning (default: print to stderr).
   """
 
-  def __init__(self, model, vocab, decode_hparams, max_position=1024, warn=None):
+  def __init__(self, model: keras.Model, vocab, decode_hparams: DecodeHParams,
+               warn: Callable[[str], None] | None = None):
     self.model = model
     self.vocab = vocab
     self.decode_hparams = decode_hparams
+    max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
     self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
     # Static shapes: one trace per (batch, padded width); widths are rounded up to a multiple of
@@ -144,7 +155,7 @@ class Translator:
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position),
                                jit_compile=bool(decode_hparams.xla))
 
-  def translate_ids(self, sources):
+  def translate_ids(self, sources: list[list[int] | None]) -> list[list[tuple[list[int], float]]]:
     """`sources`: list of id lists (or None). Returns per line a list of (ids, score) beams."""
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     results = [[] for _ in sources]
@@ -162,7 +173,7 @@ class Translator:
         results[i] = [(strip_ids(ids[row, b]), float(scores[row, b])) for b in range(ids.shape[1])]
     return results
 
-  def translate(self, lines, return_beams=None):
+  def translate(self, lines: list[str], return_beams: bool | None = None) -> list[str]:
     """Translations of `lines`: one string per line (beams joined by tabs with return_beams)."""
     return_beams = self.decode_hparams.return_beams if return_beams is None else return_beams
     beams = self.translate_ids(encode_sources(self.vocab, lines, self.limit, self.warn))
@@ -173,9 +184,9 @@ class Translator:
     return out
 
 
-def load_translator(output_dir, decode_hparams, checkpoint_path=None):
+def load_translator(output_dir: str, decode_hparams: DecodeHParams,
+                    checkpoint_path: str | None = None) -> tuple[Translator, str]:
   """A Translator of the model in `output_dir` (latest checkpoint, or `checkpoint_path`) and its
   vocabulary. Returns (translator, checkpoint path)."""
-  hparams, model, path = model_dir.restore_model(output_dir, checkpoint_path)
-  vocab = model_dir.load_vocab(output_dir)
-  return Translator(model, vocab, decode_hparams, max_position=hparams.max_position), path
+  _, model, path = model_dir.restore_model(output_dir, checkpoint_path)
+  return Translator(model, model_dir.load_vocab(output_dir), decode_hparams), path

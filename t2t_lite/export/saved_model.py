@@ -29,13 +29,14 @@ from t2t_lite.token_ids import EOS_ID, PAD_ID
 class TranslationModule(tf.Module):
   """text [N] string -> {"translations": [N] string, "scores": [N] float32}."""
 
-  def __init__(self, model, tokenizer, decode_hparams, max_position):
+  def __init__(self, model, tokenizer, decode_hparams):
     super().__init__()
     # Track the model's variables, not the Keras model: a tracked Keras model would add a
     # serving signature of its own (teacher-forced, float inputs) to the SavedModel.
     self.model_variables = model_dir.checkpointable(model)
     self.tokenizer = tokenizer
     self.vocab_size = model.vocab_size
+    max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
     self._search = make_search_fn(model, decode_hparams, max_position)
     self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
@@ -72,13 +73,13 @@ def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, ve
   final = os.path.join(export_dir, version)
   if os.path.exists(final):
     raise FileExistsError(f"{final} exists already; pick another --version")
-  hparams, model, _ = model_dir.restore_model(output_dir, checkpoint_path)
+  _, model, _ = model_dir.restore_model(output_dir, checkpoint_path)
   vocab = model_dir.load_vocab(output_dir)
   tokenizer = getattr(vocab, "tf_tokenizer", None)
   if tokenizer is None:
     raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
                      "(SentencePiece) problems can be exported as text-in/text-out models")
-  module = TranslationModule(model, tokenizer, decode_hparams or DecodeHParams(), hparams.max_position)
+  module = TranslationModule(model, tokenizer, decode_hparams or DecodeHParams())
   os.makedirs(export_dir, exist_ok=True)
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:

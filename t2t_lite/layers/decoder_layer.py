@@ -3,12 +3,12 @@
 import keras
 from keras import ops
 
-from t2t_lite.layers import checks, masks, sublayers
-from t2t_lite.layers.sublayers import BlockLayer
+from t2t_lite.layers import checks, masks
+from t2t_lite.layers.sublayers import ConfiguredLayer
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
-class DecoderLayer(BlockLayer):
+class DecoderLayer(ConfiguredLayer):
   """Masked self-attention, encoder-decoder attention and a position-wise FFN (paper section 3.1).
 
   Each sub-layer sits in a residual connection, post-norm (the paper) or pre-norm (T2T's later
@@ -21,7 +21,8 @@ class DecoderLayer(BlockLayer):
   `step=` to run positions `step ... step + T - 1`; `memory` is then not needed.
 
   Args:
-    Same as `EncoderLayer`.
+    config: a `t2t_lite.hparams.ModelConfig`, read as by `EncoderLayer`.
+    **kwargs: standard `keras.layers.Layer` arguments.
 
   Call arguments:
     inputs: [B, T, d] decoder input (embedded, shifted-right targets).
@@ -38,7 +39,7 @@ class DecoderLayer(BlockLayer):
     `return_attention_scores=True` and the updated `cache` only when one was passed.
 
   Example:
-  >>> layer = DecoderLayer(num_heads=2, filter_size=32)
+  >>> layer = DecoderLayer(ModelConfig(hidden_size=8, num_heads=2, filter_size=32))
   >>> memory = keras.random.normal((2, 6, 8))
   >>> tuple(layer(keras.random.normal((2, 4, 8)), memory).shape)
   (2, 4, 8)
@@ -96,12 +97,10 @@ class DecoderLayer(BlockLayer):
           training=training)
       return output
 
-    x = sublayers.residual(inputs, self_attend, self.self_attention_norm, self.residual_dropout,
-                        self.norm_type, training)
-    x = sublayers.residual(x, encdec_attend, self.encdec_attention_norm, self.residual_dropout,
-                        self.norm_type, training)
-    x = sublayers.residual(x, lambda y: self.feed_forward(y, training=training),
-                        self.feed_forward_norm, self.residual_dropout, self.norm_type, training)
+    x = self.residual(inputs, self_attend, self.self_attention_norm, training)
+    x = self.residual(x, encdec_attend, self.encdec_attention_norm, training)
+    x = self.residual(x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm,
+                      training)
     return checks.call_results(
         x, scores if return_attention_scores else None,
         None if cache is None else {"self": new_cache["self"], "memory": cache["memory"]})

@@ -3,21 +3,22 @@
 import keras
 
 from t2t_lite.layers import checks
-from t2t_lite.layers.sublayers import StackLayer
 from t2t_lite.layers.decoder_layer import DecoderLayer
+from t2t_lite.layers.sublayers import LayerStack
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
-class Decoder(StackLayer):
-  """N identical `DecoderLayer`s (paper section 3.1: N = 6), in `self.blocks`, plus a final
+class Decoder(LayerStack):
+  """N identical `DecoderLayer`s (paper section 3.1: N = 6), in `self.layers`, plus a final
   LayerNorm when `norm_type="pre"`.
 
   Cache: `init_cache(memory, max_length)` returns `{"layer_0": <DecoderLayer cache>, ...}`; every
   leaf has batch as axis 0 (see `DecoderLayer`).
 
   Args:
-    num_layers: N.
-    Others as `EncoderLayer`.
+    config: a `t2t_lite.hparams.ModelConfig`: N is its `num_decoder_layers`; each layer reads
+      it as `EncoderLayer` does.
+    **kwargs: standard `keras.layers.Layer` arguments.
 
   Call arguments:
     inputs: [B, T, d], the embedded shifted-right targets with positions added.
@@ -34,18 +35,20 @@ class Decoder(StackLayer):
     `return_attention_scores=True` and the updated `cache` only when one was passed.
 
   Example:
-  >>> decoder = Decoder(num_layers=2, num_heads=2, filter_size=32)
+  >>> decoder = Decoder(ModelConfig(hidden_size=8, num_heads=2, filter_size=32,
+  ...                               num_decoder_layers=2))
   >>> memory = keras.random.normal((2, 6, 8))
   >>> tuple(decoder(keras.random.normal((2, 4, 8)), memory).shape)
   (2, 4, 8)
   """
 
   layer_class = DecoderLayer
+  depth_field = "num_decoder_layers"
 
   def init_cache(self, memory, max_length):
     """{"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} for decoding up to max_length."""
-    return {f"layer_{i}": block.init_cache(memory, max_length)
-            for i, block in enumerate(self.blocks)}
+    return {f"layer_{i}": layer.init_cache(memory, max_length)
+            for i, layer in enumerate(self.layers)}
 
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
            return_attention_scores=False, training=None):
@@ -54,16 +57,16 @@ class Decoder(StackLayer):
       raise ValueError(f"`cache` must be the dict from Decoder.init_cache(memory, max_length) "
                        f"with one entry per layer ({self.num_layers}).")
     x, scores, new_cache = inputs, {"self": [], "encdec": []}, {}
-    for i, block in enumerate(self.blocks):
+    for i, layer in enumerate(self.layers):
       key = f"layer_{i}"
-      x, block_scores, *block_cache = block(
+      x, layer_scores, *layer_cache = layer(
           x, memory=memory, memory_padding_mask=memory_padding_mask,
           cache=None if cache is None else cache[key], step=step,
           return_attention_scores=True, training=training)
-      scores["self"].append(block_scores["self"])
-      scores["encdec"].append(block_scores["encdec"])
+      scores["self"].append(layer_scores["self"])
+      scores["encdec"].append(layer_scores["encdec"])
       if cache is not None:
-        new_cache[key] = block_cache[0]
+        new_cache[key] = layer_cache[0]
     x = self.normalize_output(x)
     return checks.call_results(x, scores if return_attention_scores else None,
                                None if cache is None else new_cache)

@@ -2,12 +2,12 @@
 
 import keras
 
-from t2t_lite.layers import checks, masks, sublayers
-from t2t_lite.layers.sublayers import BlockLayer
+from t2t_lite.layers import checks, masks
+from t2t_lite.layers.sublayers import ConfiguredLayer
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
-class EncoderLayer(BlockLayer):
+class EncoderLayer(ConfiguredLayer):
   """Self-attention then a position-wise FFN, each in a residual connection (paper section 3.1).
 
   `norm_type="post"` (the paper, T2T `transformer_base_v1`): `LayerNorm(x + Dropout(Sublayer(x)))`.
@@ -15,15 +15,10 @@ class EncoderLayer(BlockLayer):
   stack then ends with a LayerNorm.
 
   Args:
-    num_heads: h.
-    filter_size: d_ff.
-    key_channels: h * d_k (defaults to d_model).
-    value_channels: h * d_v (defaults to d_model).
-    norm_type: "pre" or "post".
-    layer_norm_epsilon: LayerNorm epsilon (T2T: 1e-6).
-    dropout: residual dropout on each sub-layer output (T2T's `layer_prepostprocess_dropout`).
-    attention_dropout: dropout on attention weights.
-    relu_dropout: dropout inside the FFN.
+    config: a `t2t_lite.hparams.ModelConfig` (or an HParams). This layer reads num_heads,
+      filter_size, attention_key_channels / attention_value_channels (0: d_model), norm_type,
+      layer_norm_epsilon, layer_prepostprocess_dropout (residual dropout on each sub-layer
+      output), attention_dropout and relu_dropout (inside the FFN).
     **kwargs: standard `keras.layers.Layer` arguments.
 
   Call arguments:
@@ -36,7 +31,7 @@ class EncoderLayer(BlockLayer):
     [B, S, d], or `(outputs, weights)` with `return_attention_scores=True`.
 
   Example:
-  >>> layer = EncoderLayer(num_heads=2, filter_size=32)
+  >>> layer = EncoderLayer(ModelConfig(hidden_size=8, num_heads=2, filter_size=32))
   >>> x = keras.random.normal((2, 5, 8))
   >>> tuple(layer(x, padding_mask=keras.ops.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]) > 0).shape)
   (2, 5, 8)
@@ -61,8 +56,7 @@ class EncoderLayer(BlockLayer):
       scores.append(weights)
       return output
 
-    x = sublayers.residual(inputs, attend, self.self_attention_norm, self.residual_dropout,
-                        self.norm_type, training)
-    x = sublayers.residual(x, lambda y: self.feed_forward(y, training=training),
-                        self.feed_forward_norm, self.residual_dropout, self.norm_type, training)
+    x = self.residual(inputs, attend, self.self_attention_norm, training)
+    x = self.residual(x, lambda y: self.feed_forward(y, training=training), self.feed_forward_norm,
+                      training)
     return (x, scores[0]) if return_attention_scores else x

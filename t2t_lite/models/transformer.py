@@ -12,8 +12,8 @@ import keras
 from keras import ops
 
 from t2t_lite import registry
+from t2t_lite.hparams.model_config import ModelConfig
 from t2t_lite.layers import checks
-from t2t_lite.layers.sublayers import BLOCK_SETTINGS
 from t2t_lite.layers.decoder_stack import Decoder
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.encoder_stack import Encoder
@@ -22,8 +22,6 @@ from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from t2t_lite.token_ids import PAD_ID, START_ID
 
-POSITION_ENCODINGS = ("sinusoid", "learned")
-
 
 @registry.models.register
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -31,20 +29,16 @@ class Transformer(keras.Model):
   """Encoder-decoder Transformer with one shared embedding / softmax matrix (paper section 3).
 
   Args:
+    config: a `t2t_lite.hparams.ModelConfig` (an HParams is one: `get_hparams("big")`), the
+      architecture: hidden_size (d_model), filter_size (d_ff), num_heads (h),
+      num_encoder_layers / num_decoder_layers (N), attention_key_channels /
+      attention_value_channels (h * d_k, h * d_v; 0: d_model), norm_type ("pre", T2T's later
+      sets, or "post", the paper), layer_norm_epsilon, layer_prepostprocess_dropout (residual and
+      embedding dropout, P_drop), attention_dropout, relu_dropout, position_encoding
+      ("sinusoid", T2T's concatenated sin/cos layout, see `SinusoidalPositionEncoding`, or
+      "learned", Table 3 row E) and max_position (rows of the learned position table).
+      Stored as `self.config` (its architecture part only).
     vocab_size: V, the shared source/target vocabulary (ids as `t2t_lite.token_ids`).
-    hidden_size: d_model.
-    filter_size: d_ff.
-    num_heads: h.
-    num_encoder_layers, num_decoder_layers: N.
-    key_channels, value_channels: h * d_k and h * d_v (default d_model; Table 3 rows A-C).
-    norm_type: "pre" (T2T's later sets) or "post" (the paper, `transformer_base_v1`).
-    layer_norm_epsilon: 1e-6 as T2T.
-    dropout: residual and embedding dropout (P_drop, T2T's `layer_prepostprocess_dropout`).
-    attention_dropout: dropout on attention weights.
-    relu_dropout: dropout inside the feed-forward networks.
-    position_encoding: "sinusoid" (T2T's concatenated sin/cos layout, see
-      `SinusoidalPositionEncoding`) or "learned" (Table 3 row E).
-    max_position: rows of the learned position table (sinusoids have no limit).
     **kwargs: standard `keras.Model` arguments (name, dtype, ...).
 
   Call arguments:
@@ -55,8 +49,9 @@ class Transformer(keras.Model):
     float32 logits [B, T, V]: position t predicts targets[:, t] from targets[:, :t].
 
   Example:
-  >>> model = Transformer(vocab_size=100, hidden_size=32, filter_size=64, num_heads=4,
-  ...                     num_encoder_layers=2, num_decoder_layers=2)
+  >>> config = ModelConfig(hidden_size=32, filter_size=64, num_heads=4, num_encoder_layers=2,
+  ...                      num_decoder_layers=2)
+  >>> model = Transformer(config, vocab_size=100)     # or Transformer(get_hparams("base"), V)
   >>> features = {"inputs": keras.ops.array([[5, 6, 7, 1]]),
   ...             "targets": keras.ops.array([[8, 9, 1]])}
   >>> tuple(model(features).shape)
@@ -66,63 +61,25 @@ class Transformer(keras.Model):
   >>> logits, cache = model.decode_step(keras.ops.array([0]), 0, cache)   # [1, 100]
   """
 
-  def __init__(self, vocab_size, hidden_size=512, filter_size=2048, num_heads=8,
-               num_encoder_layers=6, num_decoder_layers=6, key_channels=None,
-               value_channels=None, norm_type="pre", layer_norm_epsilon=1e-6, dropout=0.1,
-               attention_dropout=0.0, relu_dropout=0.0, position_encoding="sinusoid",
-               max_position=1024, **kwargs):
+  def __init__(self, config: ModelConfig | dict, vocab_size: int, **kwargs):
     super().__init__(**kwargs)
-    if position_encoding not in POSITION_ENCODINGS:
-      raise ValueError(f"`position_encoding` must be 'sinusoid' or 'learned' (Table 3 row E); "
-                       f"got {position_encoding!r}.")
-    checks.check_positive_int("hidden_size", hidden_size)
-    checks.check_positive_int("max_position", max_position)
+    checks.check_positive_int("vocab_size", vocab_size)
+    self.config = config = ModelConfig.of(config)
     self.vocab_size = vocab_size
-    self.hidden_size = hidden_size
-    self.filter_size = filter_size
-    self.num_heads = num_heads
-    self.num_encoder_layers = num_encoder_layers
-    self.num_decoder_layers = num_decoder_layers
-    self.key_channels = key_channels
-    self.value_channels = value_channels
-    self.norm_type = norm_type
-    self.layer_norm_epsilon = layer_norm_epsilon
-    self.dropout = dropout
-    self.attention_dropout = attention_dropout
-    self.relu_dropout = relu_dropout
-    self.position_encoding = position_encoding
-    self.max_position = max_position
-
-    block = {name: getattr(self, name) for name in BLOCK_SETTINGS}
-    self.embedding = SharedEmbedding(vocab_size, hidden_size, dtype=self.dtype_policy,
+    self.embedding = SharedEmbedding(vocab_size, config.hidden_size, dtype=self.dtype_policy,
                                      name="shared_embedding")
-    if position_encoding == "sinusoid":
+    if config.position_encoding == "sinusoid":
       self.position = SinusoidalPositionEncoding(dtype=self.dtype_policy, name="position")
     else:
-      self.position = LearnedPositionEmbedding(max_position, dtype=self.dtype_policy,
+      self.position = LearnedPositionEmbedding(config.max_position, dtype=self.dtype_policy,
                                                name="position")
-    self.embedding_dropout = Dropout(dropout, dtype=self.dtype_policy)
-    self.encoder = Encoder(num_encoder_layers, dtype=self.dtype_policy, name="encoder", **block)
-    self.decoder = Decoder(num_decoder_layers, dtype=self.dtype_policy, name="decoder", **block)
-
-  @classmethod
-  def from_hparams(cls, hparams, vocab_size, **kwargs):
-    """Builds the model of a `t2t_lite.hparams.HParams` (e.g. `get_hparams("big")`)."""
-    return cls(
-        vocab_size=vocab_size, hidden_size=hparams.hidden_size,
-        filter_size=hparams.filter_size, num_heads=hparams.num_heads,
-        num_encoder_layers=hparams.num_encoder_layers,
-        num_decoder_layers=hparams.num_decoder_layers, key_channels=hparams.key_channels,
-        value_channels=hparams.value_channels, norm_type=hparams.norm_type,
-        layer_norm_epsilon=hparams.layer_norm_epsilon,
-        dropout=hparams.layer_prepostprocess_dropout,
-        attention_dropout=hparams.attention_dropout, relu_dropout=hparams.relu_dropout,
-        position_encoding=hparams.position_encoding, max_position=hparams.max_position,
-        **kwargs)
+    self.embedding_dropout = Dropout(config.layer_prepostprocess_dropout, dtype=self.dtype_policy)
+    self.encoder = Encoder(config, dtype=self.dtype_policy, name="encoder")
+    self.decoder = Decoder(config, dtype=self.dtype_policy, name="decoder")
 
   def build(self, input_shape=None):
     """Creates every weight; shapes depend only on the constructor arguments."""
-    hidden_shape = (None, None, self.hidden_size)
+    hidden_shape = (None, None, self.config.hidden_size)
     self.embedding.build()
     self.position.build(hidden_shape)
     self.encoder.build(hidden_shape)
@@ -140,9 +97,9 @@ class Transformer(keras.Model):
 
   def call(self, inputs, training=None):
     """{"inputs": [B, S], "targets": [B, T]} -> float32 logits [B, T, V] (teacher forcing)."""
-    return self.embedding(self.features(inputs, training=training), reverse=True)
+    return self.embedding(self.decoder_output(inputs, training=training), reverse=True)
 
-  def features(self, inputs, training=None):
+  def decoder_output(self, inputs, training=None):
     """The decoder's output before the pre-softmax projection, [B, T, d]: `call` without the
     projection, for a loss that fuses it (`t2t_lite.training.loss.projected_cross_entropy`)."""
     if not isinstance(inputs, dict) or not {"inputs", "targets"} <= set(inputs):
@@ -193,9 +150,9 @@ class Transformer(keras.Model):
     if not isinstance(max_length, int) or max_length < 1:
       raise ValueError(f"`max_length` must be a positive Python int (static cache size); got "
                        f"{max_length!r}.")
-    if self.position_encoding == "learned" and max_length > self.max_position:
-      raise ValueError(f"max_length {max_length} exceeds max_position {self.max_position} of the "
-                       "learned position table; decode shorter outputs.")
+    if self.config.position_encoding == "learned" and max_length > self.config.max_position:
+      raise ValueError(f"max_length {max_length} exceeds max_position {self.config.max_position} "
+                       "of the learned position table; decode shorter outputs.")
     source_mask = checks.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
     return {"source_mask": source_mask,
             "decoder": self.decoder.init_cache(encoder_output, max_length)}
@@ -249,14 +206,5 @@ class Transformer(keras.Model):
 
   def get_config(self):
     config = super().get_config()
-    config.update({
-        "vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-        "filter_size": self.filter_size, "num_heads": self.num_heads,
-        "num_encoder_layers": self.num_encoder_layers,
-        "num_decoder_layers": self.num_decoder_layers, "key_channels": self.key_channels,
-        "value_channels": self.value_channels, "norm_type": self.norm_type,
-        "layer_norm_epsilon": self.layer_norm_epsilon, "dropout": self.dropout,
-        "attention_dropout": self.attention_dropout, "relu_dropout": self.relu_dropout,
-        "position_encoding": self.position_encoding, "max_position": self.max_position,
-    })
+    config.update({"config": self.config.to_dict(), "vocab_size": self.vocab_size})
     return config

@@ -85,9 +85,9 @@ class Trainer:
     with tf.GradientTape() as tape:
       # The pre-softmax projection is fused into the loss (it drops padded positions and
       # computes the gradient in the same pass); the logits are never stored.
-      features = self.model.features(batch, training=True)
+      decoder_output = self.model.decoder_output(batch, training=True)
       table = tf.convert_to_tensor(self.model.embedding.embeddings)
-      loss_sum, _, _ = projected_cross_entropy(features, table, targets, hp.label_smoothing,
+      loss_sum, _, _ = projected_cross_entropy(decoder_output, table, targets, hp.label_smoothing,
                                                compact=not hp.xla_compile)
       loss = loss_sum / tf.maximum(global_tokens, 1.0)
       scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
