@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+import tensorflow as tf
 
 from t2t_lite.bin import exporter as exporter_cli
 from t2t_lite.decoding.translator import load_translator
@@ -69,11 +70,18 @@ def test_saved_model_cli_lists_the_signature(exported):
   assert "outputs['translations']" in text and "outputs['scores']" in text
 
 
-def test_failed_export_leaves_no_version_behind(tiny_model_dir, tmp_path):
+def test_failed_export_leaves_no_version_behind(tiny_model_dir, tmp_path, monkeypatch):
   model_dir, _ = tiny_model_dir
+  real_save = tf.saved_model.save
+
+  def save_then_fail(*args, **kwargs):  # a failure after the files are written
+    real_save(*args, **kwargs)
+    assert os.listdir(tmp_path)
+    raise RuntimeError("injected failure during export")
+
+  monkeypatch.setattr(tf.saved_model, "save", save_then_fail)
   with pytest.raises(RuntimeError, match="injected failure"):
-    saved_model.export(str(model_dir), str(tmp_path), DecodeHParams(beam_size=1), version=3,
-                    _fail_after_save=True)
+    saved_model.export(str(model_dir), str(tmp_path), DecodeHParams(beam_size=1), version=3)
   assert os.listdir(tmp_path) == []
   with pytest.raises(ValueError, match="must be a number"):
     saved_model.export(str(model_dir), str(tmp_path), version="v1")

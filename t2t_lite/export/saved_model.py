@@ -57,13 +57,14 @@ class TranslationModule(tf.Module):
             "scores": tf.where(nonempty, scores[:, 0], tf.zeros_like(scores[:, 0]))}
 
 
-def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, version=None,
-           _fail_after_save=False):
+def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | None = None,
+           checkpoint_path: str | None = None, version: int | str | None = None) -> str:
   """Exports the model in `output_dir` to `export_dir/<version>`; returns that path.
 
   Args:
-    decode_hparams: beam size, alpha and extra length fixed into the graph (default: the
-      problem's decode defaults, i.e. the paper's beam 4, alpha 0.6, extra length 50).
+    decode_hparams: beam size, alpha and extra length fixed into the graph (default:
+      `DecodeHParams()`, the paper's beam 4, alpha 0.6, extra length 50).
+    checkpoint_path: default: the latest checkpoint of `output_dir`.
     version: the numeric folder name (default: seconds since the epoch, as TF Serving expects
       increasing numbers).
   """
@@ -84,8 +85,6 @@ def export(output_dir, export_dir, decode_hparams=None, checkpoint_path=None, ve
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
-    if _fail_after_save:  # for the atomicity test: a failure after the files are written
-      raise RuntimeError("injected failure during export")
     os.replace(tmp, final)
   finally:
     if os.path.exists(tmp):
