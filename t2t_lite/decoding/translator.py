@@ -151,7 +151,7 @@ class Translator:
     # Static shapes: one trace per (batch, padded width); widths are rounded up to a multiple of
     # WIDTH_STEP and batches padded to batch_size, so a file needs only a few traces.
     # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
-    # ops; measured 1.2x-4x faster on CPU (scripts/bench_decode.py).
+    # ops, faster than the plain graph (`python scripts/bench_decode.py`; README, "Speed").
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position),
                                jit_compile=bool(decode_hparams.xla))
 

@@ -4,12 +4,12 @@ Inverted dropout: in training each element is zeroed with probability `rate` and
 are scaled by `1 / (1 - rate)`, so inference needs no rescaling.
 
 Why not `keras.layers.Dropout`: on the TensorFlow backend it draws a float32 uniform per element
-with TensorFlow's Philox kernel and then compares, scales and selects in separate passes: on this
-CPU it took 25 of the 56.5 ms of a `transformer_tiny` forward pass at 64x32 in training
-(`python scripts/bench_train.py --dropout`). Here, on TensorFlow, the keep decision is a
-counter-based hash, `hash(index, seed) >= rate * 2^32`, computed inside one XLA-fused loop with
-the scaling (6 of 37.5 ms; one [2048, 512] dropout with its gradient: 1.74 vs 4.47 ms), and the
-gradient recomputes the same mask from the seed instead of storing it. The hash is two rounds of
+with TensorFlow's Philox kernel and then compares, scales and selects in separate passes, each a
+trip through memory, which made dropout a large share of a training forward pass
+(`python scripts/bench_train.py --dropout` times both; figures in the README, "Speed"). Here, on
+TensorFlow, the keep decision is a counter-based hash, `hash(index, seed) >= rate * 2^32`,
+computed inside one XLA-fused loop with the scaling, and the gradient recomputes the same mask
+from the seed instead of storing it. The hash is two rounds of
 Wellons' `lowbias32` integer mixer keyed by the two words of the Keras seed
 (`hash = mix(mix(index ^ seed[0]) ^ seed[1])`): not cryptographic, and dropout needs no more than
 uniform, mutually independent-looking bits (tests check the keep rate, pairwise independence and

@@ -66,8 +66,8 @@ class FeedForward(keras.layers.Layer):
     bias_1, bias_2 = ops.cast(self.bias_1, dtype), ops.cast(self.bias_2, dtype)
     hidden = projection.project(x, ops.cast(self.kernel_1, dtype))
     # One row at inference is a batch-1 decoding step. There XLA's CPU backend fuses a bias add
-    # into the matrix-vector product and runs the fusion as a slower loop of its own (six base
-    # FFNs ran 1.09-1.12x faster without it: `python scripts/bench_decode.py --gemv`). With no
+    # into the matrix-vector product and runs the fusion as a slower loop of its own
+    # (`python scripts/bench_decode.py --gemv` times both forms). With no
     # add right after the product, the bias goes into the next elementwise fusion instead. Both
     # forms give the same floating-point values: max(h, -b) + b = relu(h + b), h - (-b) = h + b.
     # Elsewhere the usual form keeps TF's fused MatMul + BiasAdd + ReLU kernels.

@@ -8,11 +8,11 @@ def project(x, kernel):
   """`x [N, d_in] @ kernel [d_in, d_out]`, the 2-D matmul of every projection.
 
   On TensorFlow, when 256 <= d_in <= d_out, the input gradient `dy @ kernel^T` multiplies by an
-  explicitly transposed copy of the kernel instead of a matmul with `transpose_b`: oneDNN ran
-  `[2048, k] x [512, k]^T` at 148-170 GFLOP/s here against 191-206 for the same product with the
-  transpose made first (the QKV, output, encoder-decoder and first feed-forward projections of a
-  d 512 model; `python scripts/bench_train.py --projection`). TF's graph optimizer folds a plain
-  transpose back into the matmul, so the copy goes through `Snapshot`. Values and gradients are
+  explicitly transposed copy of the kernel instead of a matmul with `transpose_b`: oneDNN runs
+  these `transpose_b` products (the QKV, output, encoder-decoder and first feed-forward
+  projections of a d 512 model) slower than the same product with the transpose made first
+  (`python scripts/bench_train.py --projection`; README, "Speed"). TF's graph optimizer folds a
+  plain transpose back into the matmul, so the copy goes through `Snapshot`. Values and gradients are
   those of `ops.matmul`; other backends and shapes use it directly.
   """
   d_in, d_out = kernel.shape[0], kernel.shape[1]

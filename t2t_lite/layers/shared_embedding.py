@@ -58,8 +58,9 @@ class SharedEmbedding(keras.layers.Layer):
     """E^T [d, V] in the compute dtype, for `call(x, reverse=True, transposed_table=...)`.
 
     A decoding loop computes it once and projects with it at every step: XLA does not hoist the
-    transpose out of a compiled loop, and on `transformer_base` copying the 65 MB table at every
-    step took half of batch-1 greedy decoding time.
+    transpose out of a compiled loop, and copying the whole table (65 MB on `transformer_base`)
+    at every step would dominate a batch-1 greedy step (`python scripts/bench_decode.py`;
+    README, "Decoding").
     """
     return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
 

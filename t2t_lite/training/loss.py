@@ -58,8 +58,8 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD_ID):
 
 
 def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD_ID):
-  """`smoothed_cross_entropy` for TensorFlow training: the same three values; with its gradient
-  3.5x (vocab 8k) and 3.4x (vocab 32k) faster on 2048 tokens here (scripts/bench_train.py --loss).
+  """`smoothed_cross_entropy` for TensorFlow training: the same three values, with a faster
+  gradient (`python scripts/bench_train.py --loss` times both; README, "Speed").
 
   The loss is memory-bound (it reads [tokens, vocab] logits a few times and writes their
   gradient), so the win is in touching that tensor less:
@@ -132,9 +132,9 @@ def _loss_sums(label_smoothing, vocab):
 def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1, pad_id=PAD_ID,
                             compact=True, row_multiple=128):
   """`smoothed_cross_entropy(decoder_output @ table^T, targets)` for TensorFlow training: the
-  pre-softmax projection and the loss in one differentiable function. With its gradients, on
-  2,048 tokens: 70.5 vs 87.6 ms for the projection followed by `fast_smoothed_cross_entropy`
-  at vocab 8k, d 128 (1.24x), 1.00 vs 1.14 s at vocab 32k, d 512 (`scripts/bench_train.py --loss`).
+  pre-softmax projection and the loss in one differentiable function, faster with its gradients
+  than the projection followed by `fast_smoothed_cross_entropy` (`python scripts/bench_train.py
+  --loss`; README, "Speed").
 
   - With `compact=True`, only real tokens are projected: padded positions are dropped before
     the [tokens, d] x [d, V] matmul (rows are then padded to a multiple of `row_multiple` with
