@@ -7,10 +7,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 . .venv/bin/activate
-# Reinstall when a package or any console script of setup.py is missing (an older editable
-# install lacks the commands added since).
+# Reinstall when a package, the linter or any console script of pyproject.toml is missing (an
+# older editable install lacks the commands added since).
 missing=0
-for command in $(sed -n 's/^ *"\(t2t-lite-[a-z-]*\) = .*/\1/p' setup.py); do
+for command in ruff $(sed -n 's/^\(t2t-lite-[a-z-]*\) = .*/\1/p' pyproject.toml); do
   command -v "$command" >/dev/null || missing=1
 done
 if ! python -c "import t2t_lite, tensorflow_text, jax, pytest" 2>/dev/null || [ "$missing" = 1 ]; then

@@ -27,7 +27,8 @@ def test_regular_install_maps_problems_and_hparams_into_the_package(tmp_path):
                           "--target", str(target), REPO], capture_output=True, text=True, timeout=600)
   assert build.returncode == 0, build.stderr
   assert sorted(p for p in os.listdir(target) if not p.endswith(".dist-info")) == ["bin", "t2t_lite"]
-  for name in ("trainer", "decoder", "datagen", "exporter", "avg-checkpoints", "bleu"):
+  for name in ("trainer", "decoder", "datagen", "exporter", "avg-checkpoints", "bleu", "attention",
+               "parse-eval"):
     assert os.path.exists(target / "bin" / f"t2t-lite-{name}")
   # Only the fresh copy on the path (not the repository, not the editable install's finder).
   code = f"import sys; sys.path.insert(0, {str(target)!r}); " + CHECK
