@@ -4,6 +4,7 @@
     python scripts/bench_decode.py --shapes base --batches 64
     python scripts/bench_decode.py --top_k                  # only the beam search's candidate top-k
     python scripts/bench_decode.py --gemv                   # only base's batch-1 matrix-vector products
+    python scripts/bench_decode.py --smoke                  # seconds: tiny, batch 1, length 4 (a test)
 
 Random weights; every source has 30 tokens and every output exactly 30 (EOS is masked out and
 `extra_length=0`, so each sentence runs to its length limit): the work is fixed, as in
@@ -14,8 +15,9 @@ the whole prefix at every step (the encoder once, logits only for the last posit
 than T2T's slow decoding; "uncached, whole model (T2T)" is T2T's slow decoding itself
 (`_slow_greedy_infer`: the whole model, encoder included, re-run on the prefix at every step).
 Both must give the cached search's greedy outputs; the run counts identical sentences.
-Timing: every configuration of a shape and batch is traced first, then timed in 3 interleaved
-rounds of at least 1 s and `--repeats` calls each; each configuration's fastest round counts.
+Timing: every configuration of a shape and batch is traced first, then timed in `--rounds` (3)
+interleaved rounds of at least `--min_seconds` (1 s) and `--repeats` calls each
+(`benchmarking.interleaved`); each configuration's fastest round counts.
 CTranslate2 (`pip install ctranslate2`, not a dependency; skipped when missing) runs the same
 random weights, written into a CTranslate2 model by `ctranslate2_twin`, with `intra_threads` =
 the cores; the run prints how many greedy outputs are identical token for token.
@@ -29,32 +31,22 @@ or not.
 
 import argparse
 import os
+import sys
 import tempfile
-import time
 
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# First: it sets TensorFlow's environment before TensorFlow is imported.
+from benchmarking import build_model, interleaved
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import numpy as np
+import tensorflow as tf
 
-from t2t_lite.decoding.translator import make_search_fn  # noqa: E402
-from t2t_lite.hparams import DecodeHParams, get_hparams  # noqa: E402
-from t2t_lite.models.transformer import Transformer  # noqa: E402
-from t2t_lite.token_ids import EOS_ID  # noqa: E402
+from t2t_lite.decoding.translator import make_search_fn
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.token_ids import EOS_ID
 
-SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
-LENGTH = 30
+SMOKE = ["--shapes", "tiny", "--batches", "1", "--length", "4", "--repeats", "1", "--rounds", "1",
+         "--min_seconds", "0", "--bandwidth_gib", "0.01", "--no_ctranslate2"]
 UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
-
-
-def random_model(set_name, vocab):
-  """A built Transformer of the hparams set `set_name` with random weights (seed 0)."""
-  keras.utils.set_random_seed(0)
-  model = Transformer(get_hparams(set_name), vocab)
-  model({"inputs": np.ones((1, 2), "int32"), "targets": np.ones((1, 2), "int32")})  # build
-  return model
 
 
 def mask_eos(logits):
@@ -84,7 +76,7 @@ class NoEos:
     return mask_eos(logits), cache
 
 
-def uncached_greedy(model):
+def uncached_greedy(model, length):
   @tf.function(input_signature=[tf.TensorSpec([None, None, None]), tf.TensorSpec([None, None], tf.bool),
                                 tf.TensorSpec([None, None], tf.int32)])
   def next_token(memory, source_mask, prefix):
@@ -96,13 +88,13 @@ def uncached_greedy(model):
   def run(source):
     memory, mask = model.encode(source)
     prefix = tf.zeros((source.shape[0], 1), tf.int32)
-    for _ in range(LENGTH):
+    for _ in range(length):
       prefix = tf.concat([prefix, next_token(memory, mask, prefix)[:, None]], 1)
     return prefix.numpy()
   return run
 
 
-def uncached_whole_model(model):
+def uncached_whole_model(model, length):
   """T2T's slow decoding (`_slow_greedy_infer`): every step re-runs the whole model, encoder
   included, on the source and the prefix, and takes the last position's logits."""
   @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
@@ -113,7 +105,7 @@ def uncached_whole_model(model):
 
   def run(source):
     decoded = tf.zeros((source.shape[0], 0), tf.int32)
-    for _ in range(LENGTH):
+    for _ in range(length):
       # The model shifts targets right, so position t sees decoded[:t]; the last slot is a dummy.
       targets = tf.concat([decoded, tf.zeros((source.shape[0], 1), tf.int32)], 1)
       decoded = tf.concat([decoded, next_token(source, targets)[:, None]], 1)
@@ -129,12 +121,13 @@ def ctranslate2_twin(model, directory):
   [in, out]; CTranslate2's linear weights are [out, in], so every kernel is transposed.
   """
   from ctranslate2.specs import transformer_spec  # pylint: disable=import-outside-toplevel
-  if model.config.norm_type != "pre" or model.config.position_encoding != "sinusoid":
+  config = model.config
+  if config.norm_type != "pre" or config.position_encoding != "sinusoid":
     raise ValueError("The CTranslate2 twin covers the pre-norm, sinusoid sets (tiny, base, big).")
   weights = {v.path.split("/", 1)[1]: np.asarray(v.numpy(), np.float32) for v in model.weights}
   spec = transformer_spec.TransformerSpec.from_config(
-      (model.config.num_encoder_layers, model.config.num_decoder_layers), model.config.num_heads, pre_norm=True)
-  spec.config.layer_norm_epsilon = model.config.layer_norm_epsilon
+      (config.num_encoder_layers, config.num_decoder_layers), config.num_heads, pre_norm=True)
+  spec.config.layer_norm_epsilon = config.layer_norm_epsilon
   spec.config.decoder_start_token = "<s>"
   spec.config.add_source_eos = False
   spec.decoder.start_from_zero_embedding = bool(model.embedding.zero_pad)  # T2T zeroes id 0
@@ -148,7 +141,7 @@ def ctranslate2_twin(model, directory):
     norm_spec.gamma, norm_spec.beta = weights[name + "/gamma"], weights[name + "/beta"]
 
   table = weights["shared_embedding/embeddings"]
-  zeros = np.zeros((1, 256, model.config.hidden_size), np.float32)
+  zeros = np.zeros((1, 256, config.hidden_size), np.float32)
   positions = np.asarray(model.position(zeros))[0]                       # [256, d]
   for side in ("encoder", "decoder"):
     stack = getattr(spec, side)
@@ -181,17 +174,12 @@ def ctranslate2_twin(model, directory):
   return directory
 
 
-def read_bandwidth(gib=1, rounds=5):
+def read_bandwidth(gib=1.0, rounds=5):
   """Bytes/s of the fastest of `rounds` reductions over a `gib` GiB float32 tensor."""
-  x = tf.random.uniform((gib * 2 ** 28,))
+  x = tf.random.uniform((int(gib * 2 ** 28),))
   total = tf.function(lambda: tf.reduce_sum(x))
-  total().numpy()
-  best = float("inf")
-  for _ in range(rounds):
-    start = time.perf_counter()
-    total().numpy()
-    best = min(best, time.perf_counter() - start)
-  return gib * 2 ** 30 / best
+  timing = interleaved({"sum": lambda _: total().numpy()}, rounds)["sum"]
+  return int(gib * 2 ** 28) * 4 / timing.seconds
 
 
 def _is_kv_kernel(variable):
@@ -206,35 +194,7 @@ def weight_bytes_per_step(model):
   return 4 * (decoder + int(np.prod(model.embedding.embeddings.shape)))
 
 
-def timed(fn, source, repeats, min_seconds=3.0, warm_up=True):
-  """Seconds per call (after a warm-up call that traces, unless `warm_up=False`), and the last
-  call's result. At least `repeats` calls and at least `min_seconds` of them."""
-  if warm_up:
-    fn(source)
-  calls, start = 0, time.perf_counter()
-  while calls < repeats or time.perf_counter() - start < min_seconds:
-    result = fn(source)
-    calls += 1
-  return (time.perf_counter() - start) / calls, result
-
-
-def timed_interleaved(runs, source, repeats, rounds=3, min_seconds=1.0):
-  """{name: (seconds per call, result)}: each run's fastest of `rounds` rounds, the rounds
-  interleaved across the runs, so a slow spell of this shared machine hits them all alike
-  (sub-second configurations timed once each were noisy here: tiny beam 4 at batch 64 read
-  3,400-5,300 tok/s from run to run)."""
-  for fn in runs.values():
-    fn(source)  # traces and compiles
-  best = {}
-  for _ in range(rounds):
-    for name, fn in runs.items():
-      seconds, result = timed(fn, source, repeats, min_seconds, warm_up=False)
-      if name not in best or seconds < best[name][0]:
-        best[name] = (seconds, result)
-  return best
-
-
-def ctranslate2_runs(model, source, workdir, threads):
+def ctranslate2_runs(model, source, workdir, threads, length):
   """CTranslate2 float32 greedy / beam 4 and int8 beam 4 on the same weights and sources."""
   import ctranslate2  # pylint: disable=import-outside-toplevel
   path = os.path.join(workdir, f"ct2_{model.config.hidden_size}_{model.config.num_decoder_layers}")
@@ -248,8 +208,8 @@ def ctranslate2_runs(model, source, workdir, threads):
     for beam in beams:
       name = f"CTranslate2 {compute_type}, {'greedy' if beam == 1 else f'beam {beam}'}"
       runs[name] = lambda _, t=translator, b=beam: t.translate_batch(
-          tokens, beam_size=b, length_penalty=0.6, min_decoding_length=LENGTH,
-          max_decoding_length=LENGTH)
+          tokens, beam_size=b, length_penalty=0.6, min_decoding_length=length,
+          max_decoding_length=length)
   return runs
 
 
@@ -271,21 +231,26 @@ def bench_top_k(batch=64, beam=4, repeats=50):
     scores = tf.nn.log_softmax(logits) + alive[..., None]
     return tf.math.top_k(tf.reshape(scores, (batch, -1)), k)
 
-  print("| logits | k | log_softmax + XLA top_k ms | top_candidates ms | speed-up | same values and indices |")
+  print("| logits | k | log_softmax + XLA top_k ms | top_candidates ms | speed-up "
+        "| same values and indices |")
   print("|---|---|---|---|---|---|")
   for vocab in (8000, 32000):
     rng = np.random.default_rng(vocab)
     logits = tf.constant(rng.normal(size=(batch, beam, vocab)) * 3, tf.float32)
     alive = tf.constant(rng.normal(size=(batch, beam)) * 5, tf.float32)
-    times, results = [], []
-    for fn in (materialised, top_candidates):
-      compiled = tf.function(lambda fn=fn: fn(logits, alive, 2 * beam), jit_compile=True)
-      seconds, result = timed(lambda _, f=compiled: [t.numpy() for t in f()], None, repeats, 1.0)
-      times.append(seconds * 1000)
-      results.append(result)
-    same = all(np.array_equal(a, b) for a, b in zip(*results))
+    fns = {fn: compiled_candidates(fn, logits, alive, 2 * beam) for fn in (materialised, top_candidates)}
+    # One round each, as the figures in the README were taken.
+    timings = interleaved(fns, rounds=1, min_calls=repeats, min_seconds=1.0)
+    times = [timings[fn].seconds * 1000 for fn in fns]
+    same = all(np.array_equal(a, b) for a, b in zip(*(timings[fn].result for fn in fns)))
     print(f"| [{batch}, {beam}, {vocab}] | {2 * beam} | {times[0]:.2f} | {times[1]:.2f} | "
           f"{times[0] / times[1]:.1f}x | {same} |", flush=True)
+
+
+def compiled_candidates(fn, logits, alive, k):
+  """`fn(i)`: `fn(logits, alive, k)` compiled with XLA, as numpy arrays."""
+  compiled = tf.function(lambda: fn(logits, alive, k), jit_compile=True)
+  return lambda _: [t.numpy() for t in compiled()]
 
 
 def bench_gemv(repeats=30):
@@ -304,7 +269,7 @@ def bench_gemv(repeats=30):
   added the usual way against `FeedForward` at one row (the bias moved past the product), and the
   output projection with a one-hot add against the plain product. Outputs are checked equal.
   """
-  model = random_model(*SHAPES["base"])
+  model = build_model("base")
   d = model.config.hidden_size
   kernels = [v for v in model.decoder.weights if len(v.shape) == 2 and not _is_kv_kernel(v)]
   table = tf.transpose(model.embedding.embeddings)                      # [d, V], as in the search
@@ -375,22 +340,29 @@ def bench_gemv(repeats=30):
   print(f"streaming read bandwidth (reduce_sum over 1 GiB): {bandwidth / 1e9:.1f} GB/s")
   print("| base, batch 1 (XLA unless named) | MB | ms | GB/s |")
   print("|---|---|---|---|")
-  timings = timed_interleaved({name: lambda _, f=fn: np.asarray(f()) for name, (fn, _) in runs.items()},
-                              None, repeats)
-  for name, (seconds, _) in timings.items():
+  timings = interleaved({name: lambda _, f=fn: np.asarray(f()) for name, (fn, _) in runs.items()},
+                        min_calls=repeats, min_seconds=1.0)
+  for name, (seconds, _, _) in timings.items():
     size = runs[name][1]
     print(f"| {name} | {size / 1e6:.0f} | {seconds * 1000:.2f} | {size / seconds / 1e9:.1f} |",
           flush=True)
   for slow, fast in ((4, 5), (6, 7)):
     slow, fast = list(runs)[slow], list(runs)[fast]
-    print(f"{fast}: {timings[slow][0] / timings[fast][0]:.2f}x the speed of {slow}", flush=True)
+    print(f"{fast}: {timings[slow].seconds / timings[fast].seconds:.2f}x the speed of {slow}",
+          flush=True)
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--shapes", default="tiny,base")
   parser.add_argument("--batches", default="64,1")
-  parser.add_argument("--repeats", type=int, default=2)
+  parser.add_argument("--length", type=int, default=30, help="source and output length")
+  parser.add_argument("--repeats", type=int, default=2, help="at least this many calls per round")
+  parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
+  parser.add_argument("--min_seconds", type=float, default=1.0, help="at least this long per round")
+  parser.add_argument("--bandwidth_gib", type=float, default=1.0,
+                      help="GiB read to measure the streaming read bandwidth")
   parser.add_argument("--no_ctranslate2", action="store_true",
                       help="skip the CTranslate2 peer (pip install ctranslate2; not a dependency)")
   parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))
@@ -398,7 +370,16 @@ def main():
                       help="only: the beam search's candidate top-k, XLA's against top_candidates")
   parser.add_argument("--gemv", action="store_true",
                       help="only: base's batch-1 step matrix-vector products under XLA, in GB/s")
-  args = parser.parse_args()
+  parser.add_argument("--smoke", action="store_true",
+                      help="the smallest run (seconds; tests run it): " + " ".join(SMOKE))
+  args = parser.parse_args(argv)
+  if args.smoke:
+    args = parser.parse_args(SMOKE + (argv if argv is not None else sys.argv[1:]))
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
   if args.top_k:
     bench_top_k()
     return
@@ -413,17 +394,19 @@ def main():
       print("CTranslate2 is not installed (pip install ctranslate2); measuring t2t_lite alone")
       ct2 = False
   threads = len(os.sched_getaffinity(0))
+  length = args.length
   print(f"oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; {threads} threads; source and output "
-        f"length {LENGTH}")
-  bandwidth = read_bandwidth()
-  print(f"streaming read bandwidth (reduce_sum over 1 GiB): {bandwidth / 1e9:.1f} GB/s")
+        f"length {length}")
+  bandwidth = read_bandwidth(args.bandwidth_gib)
+  print(f"streaming read bandwidth (reduce_sum over {args.bandwidth_gib:g} GiB): "
+        f"{bandwidth / 1e9:.1f} GB/s")
   print("| shape | batch | decoding | target tok/s | sentences/s |")
   print("|---|---|---|---|---|")
   for shape in args.shapes.split(","):
-    set_name, vocab = SHAPES[shape]
-    model = random_model(set_name, vocab)
+    model = build_model(shape)
+    vocab = model.vocab_size
     for batch in (int(b) for b in args.batches.split(",")):
-      source = tf.constant(np.random.default_rng(0).integers(2, vocab, (batch, LENGTH)), tf.int32)
+      source = tf.constant(np.random.default_rng(0).integers(2, vocab, (batch, length)), tf.int32)
       runs = {}
       for kind, beam in (("greedy", 1), ("beam 4", 4)):
         for xla in (True, False):
@@ -431,13 +414,16 @@ def main():
           search = tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
           runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
               lambda s, f=search: [t.numpy() for t in f(s)])
-      runs.update(zip(UNCACHED, (uncached_greedy(model), uncached_whole_model(model))))
+      runs.update(zip(UNCACHED, (uncached_greedy(model, length), uncached_whole_model(model, length))))
       if ct2:
-        runs.update(ctranslate2_runs(model, source, args.workdir, threads))
-      rates, outputs = {}, {}
-      for name, (seconds, outputs[name]) in timed_interleaved(runs, source, args.repeats).items():
-        rates[name] = batch * LENGTH / seconds
-        print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / seconds:,.1f} |", flush=True)
+        runs.update(ctranslate2_runs(model, source, args.workdir, threads, length))
+      timings = interleaved({name: lambda _, fn=fn, s=source: fn(s) for name, fn in runs.items()},
+                            args.rounds, args.repeats, args.min_seconds)
+      rates = {name: batch * length / timing.seconds for name, timing in timings.items()}
+      outputs = {name: timing.result for name, timing in timings.items()}
+      for name, timing in timings.items():
+        print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / timing.seconds:,.1f} |",
+              flush=True)
       for cached in ("greedy, cached", "greedy, cached, graph (xla=false)"):
         for uncached in UNCACHED:
           print(f"| {shape} | {batch} | {cached} / {uncached} | "
@@ -452,7 +438,7 @@ def main():
       cached_ids = outputs["greedy, cached"][0][:, 0]
       for uncached in UNCACHED:
         ids = outputs[uncached][:, 1:]
-        same = sum(np.array_equal(a[:LENGTH], b[:LENGTH]) for a, b in zip(cached_ids, ids))
+        same = sum(np.array_equal(a[:length], b[:length]) for a, b in zip(cached_ids, ids))
         print(f"| {shape} | {batch} | {uncached}: outputs identical to cached | {same}/{batch} "
               "sentences | |", flush=True)
       if ct2:

@@ -8,6 +8,7 @@
     python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
     python scripts/bench_train.py --adam          # only the optimizer update: Keras' Adam, fused
     python scripts/bench_train.py --projection    # only the projections' input-gradient matmul
+    python scripts/bench_train.py --smoke         # seconds: tiny, one 2x8 batch, one round (a test)
 
 Rows, each timed the same way (warm-up steps, every batch shape traced, excluded):
 - `t2t_lite`: the trainer's own step (`Trainer.train_step`: the model with its hashed dropout,
@@ -38,9 +39,9 @@ fastest row over the fastest peer row of any precision: each side in its best co
 A "ceiling" row is the tokens/s of a step that ran every counted FLOP at a precision's peak and
 did nothing else (MFU 1.0), over the best peer of any precision. Timing: all configurations of
 a row (each row in a process of its own, which measures its own matmul peaks) are built and
-traced, then timed in `--rounds` interleaved rounds (each at least 5 s and
-`--steps` steps); each reports its fastest.
-Set TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
+traced, then timed in `--rounds` interleaved rounds (each at least `--min_seconds` and
+`--steps` steps; `benchmarking.interleaved`); each reports its fastest.
+TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
 """
 
 import argparse
@@ -48,39 +49,25 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 
-os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# First: it sets TensorFlow's environment before TensorFlow is imported.
+from benchmarking import SHAPES, build_model, interleaved, milliseconds, random_batches, target_tokens
 
-import keras  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
+import keras
+import numpy as np
+import tensorflow as tf
 
-from t2t_lite.hparams import get_hparams  # noqa: E402
-from t2t_lite.training import train_loop  # noqa: E402
-from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross_entropy,  # noqa: E402
+from t2t_lite.hparams import get_hparams
+from t2t_lite.layers import Dropout, dropout, projection
+from t2t_lite.training import train_loop
+from t2t_lite.training.adam import Adam
+from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross_entropy,
                                     smoothed_cross_entropy)
 
-SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
 # Keras dtype policy: (row-name suffix, matmul dtype of its peak)
 PRECISIONS = {"float32": ("", "float32"), "mixed_bfloat16": (" bf16", "bfloat16")}
-
-
-def fastest_ms(fns, repeats, rounds):
-  """{name: milliseconds per call} of each function's fastest of `rounds` rounds of `repeats`
-  calls, after one warm-up call each (which traces); the rounds take turns across the functions,
-  so a slow spell of this shared machine hits them all alike."""
-  for fn in fns.values():
-    fn()
-  best = {}
-  for _ in range(rounds):
-    for name, fn in fns.items():
-      start = time.perf_counter()
-      for _ in range(repeats):
-        fn()
-      best[name] = min(best.get(name, float("inf")), (time.perf_counter() - start) / repeats * 1000)
-  return best
+SMOKE = ["--shapes", "tiny", "--batches", "2x8", "--precisions", "float32", "--steps", "1",
+         "--rounds", "1", "--warmup", "1", "--min_seconds", "0", "--no_peer"]
 
 
 def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
@@ -88,16 +75,19 @@ def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
   a = tf.cast(tf.random.normal((n, n)), dtype)
   b = tf.cast(tf.random.normal((n, n)), dtype)
   f = tf.function(lambda: tf.matmul(a, b))
-  ms = fastest_ms({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
+  ms = milliseconds({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
   return 2 * n ** 3 / (ms / 1000)
 
 
 def forward_flops(hp, vocab, batch, source_len, target_len):
-  d, ff, B, S, T = hp.hidden_size, hp.filter_size, batch, source_len, target_len
-  enc = hp.num_encoder_layers * (B * S * (4 * d * d + 2 * d * ff) + 2 * B * S * S * d)
-  dec = hp.num_decoder_layers * (B * T * (4 * d * d + 2 * d * d + 2 * d * ff) + B * S * 2 * d * d
-                                 + 2 * B * T * T * d + 2 * B * T * S * d)
-  return 2 * (enc + dec + B * T * d * vocab)
+  d, ff = hp.hidden_size, hp.filter_size
+  enc = hp.num_encoder_layers * (batch * source_len * (4 * d * d + 2 * d * ff)
+                                 + 2 * batch * source_len * source_len * d)
+  dec = hp.num_decoder_layers * (batch * target_len * (4 * d * d + 2 * d * d + 2 * d * ff)
+                                 + batch * source_len * 2 * d * d
+                                 + 2 * batch * target_len * target_len * d
+                                 + 2 * batch * target_len * source_len * d)
+  return 2 * (enc + dec + batch * target_len * d * vocab)
 
 
 class KerasHubPeer(keras.Model):
@@ -160,60 +150,81 @@ def make_step(model, hp, loss="keras", xla=False):
   return step
 
 
+def peer_step(hp, vocab, first_batch, loss, xla, precision="float32"):
+  keras.mixed_precision.set_global_policy(precision)  # as a Keras user turns it on
+  model = KerasHubPeer(hp, vocab)
+  model(first_batch)
+  return make_step(model, hp, loss, xla)
+
+
 def trainer_step(hp, vocab, xla=False, precision="float32"):
   """t2t_lite's own training step, through the Trainer (output in a temporary directory)."""
   trainer = train_loop.Trainer(hp.replace(xla_compile=xla, mixed_precision=precision), vocab,
-                                tempfile.mkdtemp(prefix="bench_train_"))
+                               tempfile.mkdtemp(prefix="bench_train_"))
   return lambda batch: trainer.train_step(batch)[0]
 
 
+def time_steps(steps, batches, warmup, min_steps, min_seconds=5.0, rounds=3):
+  """{name: (target tokens/s, s/step)} of each step function's fastest timing round.
+
+  Every batch shape is traced before timing starts (`max(warmup, len(batches))` warm-up steps);
+  each round runs at least `min_steps` steps and `min_seconds`, cycling through `batches`.
+  """
+  tokens = [target_tokens(batch) for batch in batches]
+  fns = {name: lambda i, step=step: step(batches[i % len(batches)]).numpy()
+         for name, step in steps.items()}
+  timings = interleaved(fns, rounds, min_steps, min_seconds, warm_up=max(warmup, len(batches)),
+                        work=lambda calls: sum(tokens[i % len(tokens)] for i in range(calls)))
+  return {name: (sum(tokens[i % len(tokens)] for i in range(t.calls)) / (t.seconds * t.calls),
+                 t.seconds) for name, t in timings.items()}
+
+
 def bench_loss(shapes=((8000, 128), (32000, 512)), tokens=2048, repeats=20):
-  """Forward + gradients of the pre-softmax projection and the loss on [tokens, d] features:
-  the projection then the keras.ops reference (autodiff), the projection then the XLA loss
-  kernel, and the fused projection + loss the trainer uses."""
+  """Forward + gradients of the pre-softmax projection and the loss on [tokens, d] decoder
+  outputs: the projection then the keras.ops reference (autodiff), the projection then the XLA
+  loss kernel, and the fused projection + loss the trainer uses."""
   print("| vocab | d | projection + loss | ms (value + gradients) | speed-up |")
   print("|---|---|---|---|---|")
   for vocab, depth in shapes:
     rng = np.random.default_rng(0)
-    features = tf.constant(rng.normal(size=(1, tokens, depth)).astype("float32"))
+    outputs = tf.constant(rng.normal(size=(1, tokens, depth)).astype("float32"))
     table = tf.constant(rng.normal(size=(vocab, depth)).astype("float32") * depth ** -0.5)
     targets = tf.constant(rng.integers(1, vocab, (1, tokens)).astype("int32"))
-    variants = {
-        "matmul, keras.ops reference (autodiff)": lambda: smoothed_cross_entropy(
-            tf.matmul(features, table, transpose_b=True), targets, 0.1),
-        "matmul, XLA loss kernel (hand-written gradient)": lambda: fast_smoothed_cross_entropy(
-            tf.matmul(features, table, transpose_b=True), targets, 0.1),
-        "projected_cross_entropy (fused, the trainer's)": lambda: projected_cross_entropy(
-            features, table, targets, 0.1)}
-    times = {}
-    for name, fn in variants.items():
-      @tf.function
-      def value_and_grads(fn=fn):
-        with tf.GradientTape() as tape:
-          tape.watch([features, table])
-          loss = fn()[0]
-        return [loss] + tape.gradient(loss, [features, table])
 
-      [t.numpy() for t in value_and_grads()]
-      start = time.perf_counter()
-      for _ in range(repeats):
-        [t.numpy() for t in value_and_grads()]
-      times[name] = (time.perf_counter() - start) / repeats
-      first = next(iter(times.values()))
-      print(f"| {vocab} | {depth} | {name} | {times[name] * 1000:.1f} | {first / times[name]:.2f}x |",
-            flush=True)
+    def logits(outputs=outputs, table=table):
+      return tf.matmul(outputs, table, transpose_b=True)
+
+    losses = {
+        "matmul, keras.ops reference (autodiff)": lambda o, t, targets=targets: smoothed_cross_entropy(
+            logits(o, t), targets, 0.1),
+        "matmul, XLA loss kernel (hand-written gradient)":
+            lambda o, t, targets=targets: fast_smoothed_cross_entropy(logits(o, t), targets, 0.1),
+        "projected_cross_entropy (fused, the trainer's)":
+            lambda o, t, targets=targets: projected_cross_entropy(o, t, targets, 0.1)}
+    runs = {name: value_and_gradients(loss, outputs, table) for name, loss in losses.items()}
+    # One round each, as the figures in the README were taken.
+    times = milliseconds(runs, repeats, rounds=1)
+    first = next(iter(times.values()))
+    for name, ms in times.items():
+      print(f"| {vocab} | {depth} | {name} | {ms:.1f} | {first / ms:.2f}x |", flush=True)
+
+
+def value_and_gradients(loss, outputs, table):
+  """A zero-argument function: `loss(outputs, table)[0]` and its gradients, in a graph."""
+  @tf.function
+  def run():
+    with tf.GradientTape() as tape:
+      tape.watch([outputs, table])
+      value = loss(outputs, table)[0]
+    return [value] + tape.gradient(value, [outputs, table])
+  return lambda: [t.numpy() for t in run()]
 
 
 def bench_dropout(shape=(2048, 512), repeats=50):
   """Dropout (rate 0.1) with its gradient on one [2048, 512] tensor: Keras' layer in a graph
   and under XLA, against t2t_lite's hashed mask; then a tiny model's forward pass at 64x32 in
   training (dropout on) and at inference (off), the share of the step dropout takes."""
-  from t2t_lite.layers import Dropout  # pylint: disable=import-outside-toplevel
-  from t2t_lite.training.train_loop import build_model  # pylint: disable=import-outside-toplevel
   x = tf.random.normal(shape)
-
-  def ms(fn):
-    return fastest_ms({"fn": fn}, repeats, rounds=5)["fn"]
 
   def value_and_grad(layer, xla):
     @tf.function(jit_compile=xla or None)
@@ -229,113 +240,91 @@ def bench_dropout(shape=(2048, 512), repeats=50):
   for name, layer, xla in (("keras.layers.Dropout, graph", keras.layers.Dropout(0.1), False),
                            ("keras.layers.Dropout, XLA", keras.layers.Dropout(0.1), True),
                            ("t2t_lite Dropout (hashed mask)", Dropout(0.1), False)):
-    print(f"| {name} | {ms(value_and_grad(layer, xla)):.2f} |", flush=True)
-  from t2t_lite.layers import dropout as dropout_lib  # pylint: disable=import-outside-toplevel
-  hashed = dropout_lib.tf_dropout
-  keras_mask = lambda x, rate, seed: tf.nn.experimental.stateless_dropout(  # what Keras runs
-      x, rate, seed=tf.cast(seed, tf.int32))
-  model = build_model(get_hparams("transformer_tiny"), 8000)
-  batch = random_batches(8000, 64, 32)[0]
+    ms = milliseconds({name: value_and_grad(layer, xla)}, repeats, rounds=5)[name]
+    print(f"| {name} | {ms:.2f} |", flush=True)
+  model = build_model("tiny")
+  batch = random_batches(SHAPES["tiny"][1], 64, 32)[0]
+  forwards = {}
+  for name, training, hashed in (("inference (no dropout)", False, True),
+                                 ("training, Keras' dropout mask", True, False),
+                                 ("training, hashed dropout mask", True, True)):
+    with dropout.hashed_masks(hashed):  # read when the forward is traced, here
+      forward = tf.function(lambda b, t=training: tf.reduce_sum(model.decoder_output(b, training=t)))
+      forward(batch).numpy()
+    forwards[name] = lambda f=forward: f(batch).numpy()
   print("| transformer_tiny forward, 64x32 | ms |")
   print("|---|---|")
-  # Twice each, interleaved: the first configuration timed ran slow.
-  for name, training, mask in 2 * (("inference (no dropout)", False, hashed),
-                                   ("training, Keras' dropout mask", True, keras_mask),
-                                   ("training, hashed dropout mask", True, hashed)):
-    dropout_lib.tf_dropout = mask  # read when the forward is traced, just below
-    forward = tf.function(lambda b, t=training: tf.reduce_sum(model.decoder_output(b, training=t)))
-    print(f"| {name} | {ms(lambda f=forward: f(batch).numpy()):.1f} |", flush=True)
-  dropout_lib.tf_dropout = hashed
+  for name, ms in milliseconds(forwards, repeats, rounds=5).items():
+    print(f"| {name} | {ms:.1f} |", flush=True)
 
 
 def bench_adam(rounds=7):
   """One Adam update of all of a model's variables (random gradients) in a graph: Keras'
   `Adam.update_step`, about a dozen element-wise ops per variable, against t2t_lite's fused
   kernel. The fastest of `rounds` interleaved rounds."""
-  from t2t_lite.training.adam import Adam  # pylint: disable=import-outside-toplevel
-  from t2t_lite.training.train_loop import build_model  # pylint: disable=import-outside-toplevel
   print("| shape | parameters | keras.optimizers.Adam ms | t2t_lite Adam (fused) ms | speed-up |")
   print("|---|---|---|---|---|")
-  for shape, (set_name, vocab) in SHAPES.items():
-    variables = build_model(get_hparams(set_name), vocab).trainable_variables
+  for shape in SHAPES:
+    variables = build_model(shape).trainable_variables
     grads = [tf.random.normal(v.shape) * 1e-3 for v in variables]
-    updates = {}
-    for cls in (keras.optimizers.Adam, Adam):
-      optimizer = cls(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
-      optimizer.build(variables)
-      update = tf.function(lambda o=optimizer: o.apply_gradients(zip(grads, variables)))
-      updates[cls] = lambda u=update: u().numpy()
-    best = fastest_ms(updates, repeats=20 if shape == "tiny" else 3, rounds=rounds)
+    updates = {cls: adam_update(cls, variables, grads) for cls in (keras.optimizers.Adam, Adam)}
+    best = milliseconds(updates, repeats=20 if shape == "tiny" else 3, rounds=rounds)
     params = sum(int(np.prod(v.shape)) for v in variables)
     keras_ms, fused_ms = best[keras.optimizers.Adam], best[Adam]
     print(f"| {shape} | {params / 1e6:.1f}M | {keras_ms:.1f} | {fused_ms:.1f} | "
           f"{keras_ms / fused_ms:.2f}x |", flush=True)
 
 
+def adam_update(cls, variables, grads):
+  """A zero-argument function: one update of `variables` by the optimizer `cls`, in a graph."""
+  optimizer = cls(1e-4, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
+  optimizer.build(variables)
+  update = tf.function(lambda: optimizer.apply_gradients(zip(grads, variables)))
+  return lambda: update().numpy()
+
+
 def bench_projection(rounds=3):
   """The projections' input gradient `dy @ W^T` ([2048, k] x [512, k]^T): oneDNN's matmul with
-  `transpose_b` against the transpose made first (through `Snapshot`, as `projection.project` does),
-  in GFLOP/s; then a transformer_base training step at 64x32 in a graph with `projection.project`
-  and with plain matmuls, interleaved rounds."""
-  from keras import ops  # pylint: disable=import-outside-toplevel
-  from t2t_lite.layers import projection  # pylint: disable=import-outside-toplevel
+  `transpose_b` against the transpose made first (through `Snapshot`, as `projection.project`
+  does), in GFLOP/s; then a transformer_base training step at 64x32 in a graph with and without
+  the transposed copy (`projection.transposed_gradients`), interleaved rounds."""
   print("| dy @ W^T | transpose_b GFLOP/s | transposed copy GFLOP/s |")
   print("|---|---|---|")
   for k in (512, 1024, 1536, 2048):
-    dy, w = tf.random.normal((2048, k)), tf.random.normal((512, k))
-    fns = {"transpose_b": tf.function(lambda: tf.matmul(dy, w, transpose_b=True)),
-           "copy": tf.function(lambda: tf.matmul(dy, tf.raw_ops.Snapshot(input=tf.transpose(w))))}
-    best = fastest_ms({name: lambda f=f: f().numpy() for name, f in fns.items()}, 10, 5)
+    best = milliseconds(input_gradient_products(k), 10, 5)
     gflop = 2 * 2048 * k * 512 / 1e9
     print(f"| [2048, {k}] x [512, {k}]^T | {gflop / best['transpose_b'] * 1000:.0f} | "
           f"{gflop / best['copy'] * 1000:.0f} |", flush=True)
-  fast = projection.project
+  batches = random_batches(SHAPES["base"][1], 64, 32)
   steps = {}
-  for name, project in (("plain matmul", lambda x, kernel: ops.matmul(x, kernel)),
-                        ("projection.project", fast)):
-    projection.project = project  # read when the step is traced, in time_steps' warm-up
-    keras.utils.set_random_seed(0)
-    step = trainer_step(get_hparams("transformer_base"), 32000)
-    step(random_batches(32000, 64, 32)[0]).numpy()
+  for name, transposed in (("plain matmul", False), ("projection.project", True)):
+    with projection.transposed_gradients(transposed):  # read when the step is traced, here
+      keras.utils.set_random_seed(0)
+      step = trainer_step(get_hparams("transformer_base"), SHAPES["base"][1])
+      step(batches[0]).numpy()
     steps[name] = step
-  projection.project = fast
   print("| transformer_base step, 64x32, graph | target tok/s |")
   print("|---|---|")
-  for name, (tok_s, _) in time_steps(steps, random_batches(32000, 64, 32), 1, 3,
-                                     rounds=rounds).items():
+  for name, (tok_s, _) in time_steps(steps, batches, 1, 3, rounds=rounds).items():
     print(f"| {name} | {tok_s:,.0f} |", flush=True)
 
 
-def time_steps(steps, batches, warmup, min_steps, min_seconds=5.0, rounds=3):
-  """{name: (target tokens/s, s/step)} of each step function's fastest timing round.
-
-  Every batch shape is traced before timing starts. The rounds are interleaved (each round times
-  every step function once, in turn), so a slow spell of this shared machine hits all of them
-  alike; a round runs at least `min_steps` steps and at least `min_seconds`. Each function's
-  fastest round is reported: noise only ever slows a round down.
-  """
-  for step in steps.values():
-    for i in range(max(warmup, len(batches))):
-      step(batches[i % len(batches)]).numpy()
-  best = {}
-  for _ in range(rounds):
-    for name, step in steps.items():
-      tokens, count, start = 0, 0, time.perf_counter()
-      while count < min_steps or time.perf_counter() - start < min_seconds:
-        batch = batches[count % len(batches)]
-        step(batch).numpy()
-        tokens += int(np.sum(batch["targets"] != 0))
-        count += 1
-      elapsed = time.perf_counter() - start
-      if name not in best or tokens / elapsed > best[name][0]:
-        best[name] = (tokens / elapsed, elapsed / count)
-  return best
+def input_gradient_products(k):
+  """{"transpose_b", "copy"}: zero-argument functions, [2048, k] x [512, k]^T in a graph."""
+  dy, w = tf.random.normal((2048, k)), tf.random.normal((512, k))
+  fns = {"transpose_b": tf.function(lambda: tf.matmul(dy, w, transpose_b=True)),
+         "copy": tf.function(lambda: tf.matmul(dy, tf.raw_ops.Snapshot(input=tf.transpose(w))))}
+  return {name: lambda f=f: f().numpy() for name, f in fns.items()}
 
 
-def random_batches(vocab, batch, length, count=4, seed=0):
-  rng = np.random.default_rng(seed)
-  return [{"inputs": rng.integers(2, vocab, (batch, length)).astype("int32"),
-           "targets": rng.integers(2, vocab, (batch, length)).astype("int32")} for _ in range(count)]
+def bench_memory():
+  import resource
+  batches = random_batches(SHAPES["base"][1], 128, 32)
+  time_steps({"base": trainer_step(get_hparams("transformer_base"), SHAPES["base"][1])}, batches,
+             1, 3, rounds=1)
+  peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+  print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
+        f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
 
 
 def multi30k_batches(hp, count=8):
@@ -347,12 +336,14 @@ def multi30k_batches(hp, count=8):
   return [{k: v.numpy() for k, v in b.items()} for b, _ in zip(data, range(count))]
 
 
-def main():
-  parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def parse_args(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
   parser.add_argument("--shapes", default="tiny,base")
   parser.add_argument("--steps", type=int, default=None,
                       help="at least this many steps per timing round (default: 10 tiny, 3 base)")
   parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
+  parser.add_argument("--min_seconds", type=float, default=5.0, help="at least this long per round")
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
   parser.add_argument("--batches", default="64x32,16x128,multi30k",
@@ -368,32 +359,25 @@ def main():
                       help="only: the projections' input-gradient matmul, transpose_b against a copy")
   parser.add_argument("--memory", action="store_true",
                       help="only: peak resident memory of base training steps at 4096 tokens (128x32)")
-  args = parser.parse_args()
-  if args.loss:
-    bench_loss()
-    return
-  if args.dropout:
-    bench_dropout()
-    return
-  if args.adam:
-    bench_adam()
-    return
-  if args.projection:
-    bench_projection()
-    return
-  if args.memory:
-    import resource
-    hp = get_hparams("transformer_base")
-    batches = random_batches(32000, 128, 32)
-    time_steps({"base": trainer_step(hp, 32000)}, batches, 1, 3, rounds=1)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"peak resident memory, transformer_base (vocab 32k) training at 128x32 = 4096 tokens: "
-          f"{peak:,.0f} MiB (the whole process: TensorFlow, model, Adam slots, activations)")
-    return
-  precisions = args.precisions.split(",")
-  for precision in precisions:
+  parser.add_argument("--smoke", action="store_true",
+                      help="the smallest run (seconds; tests run it): " + " ".join(SMOKE))
+  args = parser.parse_args(argv)
+  if args.smoke:
+    args = parser.parse_args(SMOKE + (argv if argv is not None else sys.argv[1:]))
+  for precision in args.precisions.split(","):
     if precision not in PRECISIONS:
       parser.error(f"--precisions: {precision!r} is not one of {', '.join(PRECISIONS)}")
+  return args
+
+
+def main(argv=None):
+  args = parse_args(argv)
+  for flag, bench in (("loss", bench_loss), ("dropout", bench_dropout), ("adam", bench_adam),
+                      ("projection", bench_projection), ("memory", bench_memory)):
+    if getattr(args, flag):
+      bench()
+      return
+  precisions = args.precisions.split(",")
   rows = [(shape, batches) for shape in args.shapes.split(",") for batches in args.batches.split(",")
           if batches != "multi30k" or shape == "tiny"]
   if len(rows) > 1:
@@ -401,85 +385,82 @@ def main():
     # (nine base configurations per row), and two base rows in one process ran out of 24 GiB.
     for shape, batches in rows:
       command = [sys.executable, os.path.abspath(__file__), "--shapes", shape, "--batches", batches]
-      for flag in ("steps", "rounds", "warmup", "precisions"):
+      for flag in ("steps", "rounds", "min_seconds", "warmup", "precisions"):
         if getattr(args, flag) is not None:
           command += [f"--{flag}", str(getattr(args, flag))]
       subprocess.run(command + (["--no_peer"] if args.no_peer else []), check=True)
     return
+  time_row(*rows[0], precisions, args)
+
+
+def time_row(shape, row, precisions, args):
+  """Times one shape and batch row: every configuration, its MFU, ratios and ceilings."""
   peaks = {p: matmul_peak(dtype=PRECISIONS[p][1]) for p in precisions}
   for precision, peak in peaks.items():
     print(f"{PRECISIONS[precision][1]} matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
           f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")
   print("| shape | batch | model | target tok/s | s/step | MFU (at its precision's peak) |")
   print("|---|---|---|---|---|---|")
-  for shape, row in rows:  # at most one: more run in processes of their own (above)
-    set_name, vocab = SHAPES[shape]
-    hp = get_hparams(set_name)
-    if row == "multi30k":
-      label, batches = "Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))
-    else:
-      b, l = (int(n) for n in row.split("x"))
-      label, batches = row, random_batches(vocab, b, l)
-    vocab_here = vocab if "x" in label else 8000
-    flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
-                                       b["targets"].shape[1]) for b in batches])
-    runs = {}  # name: (precision, builder)
-    for precision in precisions:
-      suffix = PRECISIONS[precision][0]
-      for xla in (False, True):
-        runs[f"t2t_lite{' XLA' * xla}{suffix}"] = (precision, lambda p=precision, x=xla: trainer_step(
-            hp, vocab_here, xla=x, precision=p))
-      if not args.no_peer:
-        peer_configs = [("keras-hub", "keras", False), ("keras-hub XLA", "keras", True)]
-        if precision == "float32":
-          peer_configs.append(("keras-hub + our loss", "t2t_lite", False))
-        for name, loss, xla in peer_configs:
-          runs[name + suffix] = (precision, lambda p=precision, loss=loss, xla=xla: peer_step(
-              hp, vocab_here, batches[0], loss, xla, p))
-    steps = {}
-    for name, (_, build) in runs.items():
-      keras.utils.set_random_seed(0)
-      steps[name] = build()
-    keras.mixed_precision.set_global_policy("float32")
-    min_steps = args.steps or (10 if shape == "tiny" else 3)
-    timings = time_steps(steps, batches, args.warmup, min_steps, rounds=args.rounds)
-    results = {}
-    for name, (tok_s, s_step) in timings.items():
-      results[name] = tok_s
-      peak = peaks[runs[name][0]]
-      print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
-            flush=True)
-    # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
-    is_peer = lambda name: name.startswith("keras-hub") and "our loss" not in name  # noqa: E731
-    groups = [(PRECISIONS[p][1], [n for n in results if runs[n][0] == p]) for p in precisions]
-    if len(precisions) > 1:
-      groups.append(("any precision", list(results)))
-    for group, names in groups:
-      peers = {n: results[n] for n in names if is_peer(n)}
-      if not peers:
-        continue
-      ours = max((n for n in names if n.startswith("t2t_lite")), key=results.get)
-      best = max(peers, key=peers.get)
-      print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
-            f"{results[ours] / results[best]:.2f}x | | |", flush=True)
-    peers = {n: v for n, v in results.items() if is_peer(n)}
+  set_name, vocab = SHAPES[shape]
+  hp = get_hparams(set_name)
+  if row == "multi30k":
+    label, batches = "Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))
+  else:
+    b, length = (int(n) for n in row.split("x"))
+    label, batches = row, random_batches(vocab, b, length)
+  vocab_here = vocab if "x" in label else 8000
+  flops = np.mean([3 * forward_flops(hp, vocab_here, *b["inputs"].shape[:1], b["inputs"].shape[1],
+                                     b["targets"].shape[1]) for b in batches])
+  runs = {}  # name: (precision, builder)
+  for precision in precisions:
+    suffix = PRECISIONS[precision][0]
+    for xla in (False, True):
+      runs[f"t2t_lite{' XLA' * xla}{suffix}"] = (precision, lambda p=precision, x=xla: trainer_step(
+          hp, vocab_here, xla=x, precision=p))
+    if not args.no_peer:
+      peer_configs = [("keras-hub", "keras", False), ("keras-hub XLA", "keras", True)]
+      if precision == "float32":
+        peer_configs.append(("keras-hub + our loss", "t2t_lite", False))
+      for name, loss, xla in peer_configs:
+        runs[name + suffix] = (precision, lambda p=precision, loss=loss, xla=xla: peer_step(
+            hp, vocab_here, batches[0], loss, xla, p))
+  steps = {}
+  for name, (_, build) in runs.items():
+    keras.utils.set_random_seed(0)
+    steps[name] = build()
+  keras.mixed_precision.set_global_policy("float32")
+  min_steps = args.steps or (10 if shape == "tiny" else 3)
+  timings = time_steps(steps, batches, args.warmup, min_steps, args.min_seconds, args.rounds)
+  results = {}
+  for name, (tok_s, s_step) in timings.items():
+    results[name] = tok_s
+    peak = peaks[runs[name][0]]
+    print(f"| {shape} | {label} | {name} | {tok_s:,.0f} | {s_step:.3f} | {flops / s_step / peak:.2f} |",
+          flush=True)
+  # "keras-hub + our loss" contains our code: a diagnostic, not a peer.
+  is_peer = lambda name: name.startswith("keras-hub") and "our loss" not in name
+  groups = [(PRECISIONS[p][1], [n for n in results if runs[n][0] == p]) for p in precisions]
+  if len(precisions) > 1:
+    groups.append(("any precision", list(results)))
+  for group, names in groups:
+    peers = {n: results[n] for n in names if is_peer(n)}
     if not peers:
       continue
+    ours = max((n for n in names if n.startswith("t2t_lite")), key=results.get)
     best = max(peers, key=peers.get)
-    tokens = np.mean([np.sum(b["targets"] != 0) for b in batches])
-    for precision in precisions:
-      # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
-      ceiling = tokens * peaks[precision] / flops
-      print(f"| {shape} | {label} | ceiling (MFU 1.0 at the {PRECISIONS[precision][1]} peak: "
-            f"{ceiling:,.0f} tok/s) / best peer ({best}) | {ceiling / peers[best]:.2f}x | | |",
-            flush=True)
-
-
-def peer_step(hp, vocab, first_batch, loss, xla, precision="float32"):
-  keras.mixed_precision.set_global_policy(precision)  # as a Keras user turns it on
-  model = KerasHubPeer(hp, vocab)
-  model(first_batch)
-  return make_step(model, hp, loss, xla)
+    print(f"| {shape} | {label} | {group}: {ours} / best peer ({best}) | "
+          f"{results[ours] / results[best]:.2f}x | | |", flush=True)
+  peers = {n: v for n, v in results.items() if is_peer(n)}
+  if not peers:
+    return
+  best = max(peers, key=peers.get)
+  tokens = np.mean([target_tokens(b) for b in batches])
+  for precision in precisions:
+    # Every counted FLOP at this precision's matmul peak and nothing else: no step can be faster.
+    ceiling = tokens * peaks[precision] / flops
+    print(f"| {shape} | {label} | ceiling (MFU 1.0 at the {PRECISIONS[precision][1]} peak: "
+          f"{ceiling:,.0f} tok/s) / best peer ({best}) | {ceiling / peers[best]:.2f}x | | |",
+          flush=True)
 
 
 if __name__ == "__main__":

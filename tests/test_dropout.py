@@ -101,3 +101,24 @@ def test_tf_layer_in_a_traced_function_with_unknown_shapes_and_float16():
     assert set(np.unique(y)) <= {0.0, 2.0}
   first, second = drop(tf.ones((64, 64), tf.float16)).numpy(), drop(tf.ones((64, 64), tf.float16)).numpy()
   assert not np.array_equal(first, second)
+
+
+def test_tf_layer_draws_the_hashed_mask_unless_switched_to_keras():
+  """The layer's TensorFlow mask is the hashed one (the seed generator's state is its key);
+  inside `hashed_masks(False)` it is Keras' own (`keras.random.dropout`, same seed state)."""
+  tf = tf_only()
+  from t2t_lite.layers.dropout import hashed_masks
+  x = tf.ones((16, 32))
+
+  def mask_and_key(layer):
+    key = to_np(layer.seed_generator.state)
+    return to_np(layer(x, training=True)) != 0, key
+
+  mask, key = mask_and_key(Dropout(0.5, seed=5))
+  np.testing.assert_array_equal(mask, numpy_keep_mask(x.shape, 0.5, key))
+  with hashed_masks(False):
+    switched, key = mask_and_key(Dropout(0.5, seed=5))
+    keras_mask = to_np(keras.random.dropout(x, 0.5, seed=keras.random.SeedGenerator(5))) != 0
+  assert hashed_masks.enabled
+  assert not np.array_equal(switched, numpy_keep_mask(x.shape, 0.5, key))
+  np.testing.assert_array_equal(switched, keras_mask)

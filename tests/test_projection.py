@@ -3,7 +3,6 @@
 import numpy as np
 import pytest
 import tensorflow as tf
-from keras import ops
 
 from t2t_lite.layers import FeedForward, projection
 
@@ -45,7 +44,7 @@ def test_project_gradients_keep_float16():
                              rtol=1e-2, atol=1e-2)
 
 
-def test_feed_forward_gradients_equal_plain_matmul_ones(monkeypatch):
+def test_feed_forward_gradients_equal_plain_matmul_ones():
   layer = FeedForward(filter_size=512)
   x = tf.constant(np.random.default_rng(2).normal(size=(3, 5, 256)), tf.float32)
 
@@ -56,6 +55,25 @@ def test_feed_forward_gradients_equal_plain_matmul_ones(monkeypatch):
     return tape.gradient(loss, [x] + layer.trainable_weights)
 
   fast = grads()
-  monkeypatch.setattr(projection, "project", lambda x, kernel: ops.matmul(x, kernel))
-  for ours, plain in zip(fast, grads()):
+  with projection.transposed_gradients(False):
+    plain_grads = grads()
+  for ours, plain in zip(fast, plain_grads):
     np.testing.assert_allclose(ours.numpy(), plain.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_transposed_gradients_switch_is_read_at_tracing_and_restored():
+  x, kernel = tf.zeros((4, 256)), tf.zeros((256, 512))
+
+  def gradient_graph_ops():
+    @tf.function
+    def dx(x):
+      with tf.GradientTape() as tape:
+        tape.watch(x)
+        loss = tf.reduce_sum(projection.project(x, kernel))
+      return tape.gradient(loss, x)
+    return {op.type for op in dx.get_concrete_function(x).graph.get_operations()}
+
+  assert "Snapshot" in gradient_graph_ops()
+  with projection.transposed_gradients(False):
+    assert "Snapshot" not in gradient_graph_ops()
+  assert "Snapshot" in gradient_graph_ops()

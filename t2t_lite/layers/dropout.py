@@ -13,7 +13,8 @@ from the seed instead of storing it. The hash is two rounds of
 Wellons' `lowbias32` integer mixer keyed by the two words of the Keras seed
 (`hash = mix(mix(index ^ seed[0]) ^ seed[1])`): not cryptographic, and dropout needs no more than
 uniform, mutually independent-looking bits (tests check the keep rate, pairwise independence and
-the dependence on the seed). On other backends (JAX) the layer is `keras.random.dropout`.
+the dependence on the seed). On other backends (JAX), and for the calls traced inside
+`with hashed_masks(False):`, the layer is `keras.random.dropout`.
 
 The seed comes from the layer's own `keras.random.SeedGenerator`, as in `keras.layers.Dropout`:
 each call in training advances it, so every step draws a new mask.
@@ -23,13 +24,15 @@ import functools
 
 import keras
 import numpy as np
-from keras import ops
 
 from t2t_lite.layers import checks
+from t2t_lite.layers.tracing_switch import TracingSwitch
 
 # lowbias32 (C. Wellons, "Prospecting for hash functions", 2018): bias 0.17 of the ideal avalanche.
 _MIX_MULTIPLIERS = (0x7FEB352D, 0x846CA68B)
 _MAX_ELEMENTS = 2 ** 31  # element indices are int32
+# On by default; `python scripts/bench_train.py --dropout` times a forward pass both ways.
+hashed_masks = TracingSwitch("Dropout's hashed mask on TensorFlow (off: keras.random.dropout)")
 
 
 def numpy_keep_mask(shape, rate, seed):
@@ -49,7 +52,7 @@ def _threshold(rate):
   return min(int(round(rate * 2.0 ** 32)), 2 ** 32 - 1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tf_kernel(rate):
   """XLA-compiled `(x, seed [2] int32) -> dropout(x)`, one function per rate."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
@@ -112,7 +115,7 @@ class Dropout(keras.layers.Layer):
     # Element indices are int32: a tensor known to hold 2^31 elements or more (8 GiB in float32)
     # takes Keras' path.
     too_big = None not in inputs.shape and int(np.prod(inputs.shape)) >= _MAX_ELEMENTS
-    if keras.backend.backend() == "tensorflow" and not too_big:
+    if keras.backend.backend() == "tensorflow" and hashed_masks.enabled and not too_big:
       return tf_dropout(inputs, self.rate, self.seed_generator.next())
     return keras.random.dropout(inputs, self.rate, seed=self.seed_generator)
 

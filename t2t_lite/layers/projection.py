@@ -3,6 +3,12 @@
 import keras
 from keras import ops
 
+from t2t_lite.layers.tracing_switch import TracingSwitch
+
+# On by default; `python scripts/bench_train.py --projection` times a training step both ways
+# (where `transpose_b` matmuls are as fast, off saves the copy).
+transposed_gradients = TracingSwitch("project's transposed kernel copy for input gradients")
+
 
 def project(x, kernel):
   """`x [N, d_in] @ kernel [d_in, d_out]`, the 2-D matmul of every projection.
@@ -12,11 +18,13 @@ def project(x, kernel):
   these `transpose_b` products (the QKV, output, encoder-decoder and first feed-forward
   projections of a d 512 model) slower than the same product with the transpose made first
   (`python scripts/bench_train.py --projection`; README, "Speed"). TF's graph optimizer folds a
-  plain transpose back into the matmul, so the copy goes through `Snapshot`. Values and gradients are
-  those of `ops.matmul`; other backends and shapes use it directly.
+  plain transpose back into the matmul, so the copy goes through `Snapshot`. Values and
+  gradients are those of `ops.matmul`; other backends and shapes use it directly, and so does
+  everything traced inside `with transposed_gradients(False):`.
   """
   d_in, d_out = kernel.shape[0], kernel.shape[1]
-  if keras.backend.backend() != "tensorflow" or not 256 <= d_in <= d_out:
+  if (keras.backend.backend() != "tensorflow" or not transposed_gradients.enabled
+      or not 256 <= d_in <= d_out):
     return ops.matmul(x, kernel)
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
 

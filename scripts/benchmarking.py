@@ -1,0 +1,83 @@
+"""What the benchmarks share: the shapes they time, building their models and batches, and the
+one timer, which interleaves its rounds across the configurations being compared.
+
+Import it before TensorFlow: it sets TensorFlow's environment (oneDNN on, quiet logs) as the
+library does.
+"""
+
+import os
+import time
+from typing import Any, NamedTuple
+
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from t2t_lite import model_dir  # noqa: E402
+from t2t_lite.hparams import get_hparams  # noqa: E402
+from t2t_lite.token_ids import PAD_ID  # noqa: E402
+
+# name: (hparams set, vocabulary size)
+SHAPES = {"tiny": ("transformer_tiny", 8000), "base": ("transformer_base", 32000)}
+
+
+def build_model(shape: str, seed: int = 0, overrides: str = "") -> keras.Model:
+  """The built Transformer of a shape (random weights from `seed`)."""
+  set_name, vocab = SHAPES[shape]
+  keras.utils.set_random_seed(seed)
+  return model_dir.build_model(get_hparams(set_name, overrides), vocab)
+
+
+def random_batches(vocab: int, batch: int, length: int, count: int = 4, seed: int = 0) -> list[dict]:
+  """`count` batches {"inputs", "targets"}: int32 [batch, length] of random non-special ids."""
+  rng = np.random.default_rng(seed)
+  return [{"inputs": rng.integers(2, vocab, (batch, length)).astype("int32"),
+           "targets": rng.integers(2, vocab, (batch, length)).astype("int32")} for _ in range(count)]
+
+
+def target_tokens(batch: dict) -> int:
+  """Target tokens of a batch (not PAD): what a training step's tokens/s counts."""
+  return int(np.sum(np.asarray(batch["targets"]) != PAD_ID))
+
+
+class Timing(NamedTuple):
+  seconds: float   # per call, in the function's best round
+  calls: int       # calls in that round
+  result: Any      # the last call's result
+
+
+def interleaved(fns: dict, rounds: int = 3, min_calls: int = 1, min_seconds: float = 0.0,
+                warm_up: int = 1, work=None) -> dict[str, Timing]:
+  """{name: Timing} of each function's best of `rounds` timing rounds.
+
+  `fns` maps names to `fn(i)`, `i` counting the calls of a round from 0 (a training step picks
+  its batch with it); a call must block until its work is done. Each function is called
+  `warm_up` times first (tracing, compiling). The rounds take turns across the functions, so a
+  slow spell of this shared machine hits all of them alike; a round calls a function at least
+  `min_calls` times and for at least `min_seconds`. The best round does the most work per
+  second, `work(calls)` (default: the calls themselves): noise only ever slows a round down.
+  """
+  work = work or (lambda calls: calls)
+  for fn in fns.values():
+    for i in range(warm_up):
+      fn(i)
+  best, rates = {}, {}
+  for _ in range(rounds):
+    for name, fn in fns.items():
+      calls, result, start = 0, None, time.perf_counter()
+      while calls < min_calls or time.perf_counter() - start < min_seconds:
+        result = fn(calls)
+        calls += 1
+      elapsed = time.perf_counter() - start
+      if name not in best or work(calls) / elapsed > rates[name]:
+        best[name], rates[name] = Timing(elapsed / calls, calls, result), work(calls) / elapsed
+  return best
+
+
+def milliseconds(fns: dict, repeats: int, rounds: int) -> dict[str, float]:
+  """{name: ms per call} of zero-argument functions, interleaved (see `interleaved`)."""
+  timings = interleaved({name: lambda _, fn=fn: fn() for name, fn in fns.items()}, rounds,
+                        min_calls=repeats)
+  return {name: timing.seconds * 1000 for name, timing in timings.items()}

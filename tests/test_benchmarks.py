@@ -1,0 +1,43 @@
+"""The benchmark scripts run: each on its smallest configuration (`--smoke`), in seconds.
+
+Timed runs need the machine alone and take tens of minutes; these only check that the scripts
+work after a change to the library they time, and the checks they print along the way.
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_script(name, *args):
+  result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", name), "--smoke", *args],
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+  return result.stdout
+
+
+def rate(output, row):
+  """The tokens/s figure of a table row, e.g. '| tiny | 1 | greedy, cached | 647 | ...'."""
+  match = re.search(re.escape(row) + r" \| ([\d,]+) \|", output)
+  assert match, f"no row {row!r} in:\n{output}"
+  return int(match.group(1).replace(",", ""))
+
+
+def test_bench_train_smoke():
+  output = run_script("bench_train.py")
+  assert "float32 matmul peak" in output
+  for name in ("t2t_lite", "t2t_lite XLA"):
+    assert rate(output, f"| tiny | 2x8 | {name}") > 0
+
+
+def test_bench_decode_smoke():
+  output = run_script("bench_decode.py")
+  for name in ("greedy, cached", "greedy, cached, graph (xla=false)", "beam 4, cached",
+               "beam 4, cached, graph (xla=false)", "greedy, uncached",
+               "greedy, uncached, whole model (T2T)"):
+    assert rate(output, f"| tiny | 1 | {name}") > 0
+  # The uncached baselines are checked against the cached search, token for token.
+  assert output.count("outputs identical to cached | 1/1 sentences") == 2
