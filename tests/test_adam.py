@@ -56,8 +56,8 @@ def test_fused_adam_matches_numpy_and_keras(compile_mode):
 def test_fused_adam_with_learning_rate_schedule_and_sparse_gradients():
   """A schedule as the learning rate, and an IndexedSlices gradient (Keras' sparse path)."""
   schedule = keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=1, decay_rate=0.5)
-  results = []
-  for cls in (Adam, keras.optimizers.Adam):
+
+  def three_steps(cls):
     table = keras.Variable(np.arange(12, dtype="float32").reshape(6, 2))
     dense = keras.Variable(np.ones((3,), "float32"))
     optimizer = cls(schedule, **BETAS)
@@ -72,7 +72,9 @@ def test_fused_adam_with_learning_rate_schedule_and_sparse_gradients():
 
     for _ in range(3):
       step()
-    results.append((table.numpy(), dense.numpy()))
+    return table.numpy(), dense.numpy()
+
+  results = [three_steps(cls) for cls in (Adam, keras.optimizers.Adam)]
   for ours, theirs in zip(*results):
     np.testing.assert_allclose(ours, theirs, rtol=1e-6)
 

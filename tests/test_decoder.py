@@ -15,7 +15,8 @@ from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID
 
 
-def test_output_keeps_line_count_and_order_with_empty_long_and_invalid_lines(tiny_model_dir, tmp_path, capsys):
+def test_output_keeps_line_count_and_order_with_empty_long_and_invalid_lines(tiny_model_dir, tmp_path,
+                                                                             capsys):
   model_dir, _ = tiny_model_dir
   long_line = " ".join(["A dog runs across the green field ."] * 60)  # > 256 subwords
   lines = [b"A man is riding a bike .", b"", b"Two women sing .", b"   ",

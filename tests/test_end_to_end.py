@@ -56,7 +56,8 @@ def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_pa
 @pytest.mark.parametrize("model, mode", [("big", "1gpu"), ("base", "8gpu")])
 def test_wmt14_recipe_commands_run_in_dry_run(model, mode, shared_data, tmp_path):
   env = dict(os.environ, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"), DATA_DIR=str(tmp_path / "data"),
-             NEWSTEST_DIR=str(shared_data / "wmt14"), PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+             NEWSTEST_DIR=str(shared_data / "wmt14"),
+             PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
   result = subprocess.run(["bash", os.path.join(REPO, "scripts", "wmt14_recipe.sh"), model, mode],
                           capture_output=True, text=True, env=env, timeout=600)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -74,12 +75,14 @@ def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, tmp_path):
     s.close()
   procs = []
   for index in range(2):
-    env = dict(os.environ, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"), DATA_DIR=str(tmp_path / f"data{index}"),
+    env = dict(os.environ, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"),
+               DATA_DIR=str(tmp_path / f"data{index}"),
                NEWSTEST_DIR=str(shared_data / "wmt14"),
                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
                TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
-    procs.append(subprocess.Popen(["bash", os.path.join(REPO, "scripts", "wmt14_recipe.sh"), "base", "multiworker"],
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env))
+    recipe = os.path.join(REPO, "scripts", "wmt14_recipe.sh")
+    procs.append(subprocess.Popen(["bash", recipe, "base", "multiworker"], stdout=subprocess.PIPE,
+                                  stderr=subprocess.STDOUT, text=True, env=env))
   outputs = [p.communicate(timeout=600)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n\n".join(o[-3000:] for o in outputs)
   assert "sacreBLEU" in outputs[0] and "not the chief" in outputs[1]

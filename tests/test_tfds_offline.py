@@ -85,7 +85,7 @@ def collapse_spaces(pairs):
 
 def test_real_builder_yields_the_newstest_text(prepared, shared_data):
   problem, data_dir = prepared
-  assert "wmt14_translate/de-en" == get_problem("translate_ende").tfds_name
+  assert get_problem("translate_ende").tfds_name == "wmt14_translate/de-en"
   for split, year in (("test", 2014), ("dev", 2013)):
     pairs = problem.text_pairs(split, data_dir)
     expected = plain_pairs(shared_data / "wmt14", year)

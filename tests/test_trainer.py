@@ -233,8 +233,9 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     one = train_loop.Trainer(hp, 32, sys.argv[2] + "/one")
     two = train_loop.Trainer(hp, 32, sys.argv[2] + "/two", strategy=strategy)
     two.model.set_weights(one.model.get_weights())
+    stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
     dist = iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensor_slices({k: np.stack([b[k] for b in batches]) for k in batches[0]}).unbatch().batch(8)))
+        tf.data.Dataset.from_tensor_slices(stacked).unbatch().batch(8)))
     for b in batches:
       l1, _ = one.train_step(b)
       l2, _ = two.train_step(next(dist))
@@ -272,7 +273,8 @@ def test_multi_worker_trains_and_chief_writes_checkpoint(tmp_path):
           "--save_checkpoints_steps=2", "--eval_steps=0", "--log_every=1"]
   procs = []
   for index in range(2):
-    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+    task = {"type": "worker", "index": index}
+    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": task}))
     procs.append(subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args], env=env,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
   outputs = []

@@ -88,8 +88,8 @@ def test_building_twice_gives_identical_files(tmp_path, shared_data):
   # input_sentence_size below the corpus size: the seeded reservoir sample is used.
   first = vocab_lib.build_subword_vocab(iter(lines), str(tmp_path / "a.model"), 1000,
                                         input_sentence_size=4000)
-  second = vocab_lib.build_subword_vocab(iter(lines), str(tmp_path / "b.model"), 1000,
-                                         input_sentence_size=4000)
+  vocab_lib.build_subword_vocab(iter(lines), str(tmp_path / "b.model"), 1000,
+                                input_sentence_size=4000)
   assert first.vocab_size == 1000
   assert (tmp_path / "a.model").read_bytes() == (tmp_path / "b.model").read_bytes()
   assert (tmp_path / "a.vocab").read_bytes() == (tmp_path / "b.vocab").read_bytes()

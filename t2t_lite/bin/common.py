@@ -21,7 +21,7 @@ def usage_errors():
     yield
   except (registry.RegistryError, ValueError, UsageError) as e:
     print(f"error: {e}", file=sys.stderr)
-    raise SystemExit(2)
+    raise SystemExit(2) from None
 
 
 def add_problem_flags(parser):

@@ -57,7 +57,7 @@ def sacrebleu_score(hypotheses, references):
   return score.score, str(metric.get_signature())
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _moses_tokenizer(lang):
   return MosesTokenizer(lang=lang)
 

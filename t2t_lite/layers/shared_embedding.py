@@ -76,7 +76,7 @@ class SharedEmbedding(keras.layers.Layer):
                             else transposed_table, self.compute_dtype)
       logits = ops.matmul(x, projection)
       return ops.reshape(ops.cast(logits, "float32"), tuple(leading_shape) + (self.vocab_size,))
-    ids = checks.check_int_ids("inputs", inputs, range(0, 8), "[...] of token ids")
+    ids = checks.check_int_ids("inputs", inputs, range(8), "[...] of token ids")
     table = ops.cast(self.embeddings, self.compute_dtype)
     embedded = ops.take(table, ids, axis=0) * ops.cast(self.hidden_size ** 0.5, table.dtype)
     if self.zero_pad:

@@ -20,7 +20,7 @@ import functools
 import keras
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _tf_kernel():
   """XLA-compiled `(g, m, v, w, alpha, beta_1, beta_2, epsilon) -> (m', v', w')`."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel

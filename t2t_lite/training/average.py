@@ -45,9 +45,10 @@ def average_checkpoints(output_dir, out_dir, count=5, checkpoint_paths=None):
   for total, variable in zip(sums, model.weights):
     variable.assign((total / len(paths)).astype(variable.dtype))
   os.makedirs(out_dir, exist_ok=True)
-  for name in (model_dir.HPARAMS_FILE, model_dir.FLAGS_FILE, model_dir.VOCAB_FILE):
-    if os.path.exists(os.path.join(output_dir, name)) and os.path.abspath(output_dir) != os.path.abspath(out_dir):
-      shutil.copyfile(os.path.join(output_dir, name), os.path.join(out_dir, name))
+  if os.path.abspath(output_dir) != os.path.abspath(out_dir):
+    for name in (model_dir.HPARAMS_FILE, model_dir.FLAGS_FILE, model_dir.VOCAB_FILE):
+      if os.path.exists(os.path.join(output_dir, name)):
+        shutil.copyfile(os.path.join(output_dir, name), os.path.join(out_dir, name))
   step = int(paths[-1].rsplit("-", 1)[-1]) if paths[-1].rsplit("-", 1)[-1].isdigit() else None
   manager = tf.train.CheckpointManager(checkpoint, out_dir, max_to_keep=None,
                                        checkpoint_name="averaged")

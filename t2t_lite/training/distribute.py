@@ -36,7 +36,7 @@ def make_strategy(worker_gpu=None, tpu=None):
   if worker_gpu and worker_gpu > len(gpus) and worker_gpu > 1:
     raise ValueError(f"--worker_gpu={worker_gpu} but only {len(gpus)} GPU(s) are visible; "
                      "lower --worker_gpu or check CUDA_VISIBLE_DEVICES.")
-  count = len(gpus) if not worker_gpu else worker_gpu
+  count = worker_gpu or len(gpus)
   if count > 1:
     return tf.distribute.MirroredStrategy([g.name for g in gpus[:count]])
   return tf.distribute.get_strategy()  # the default: one device

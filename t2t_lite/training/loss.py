@@ -94,7 +94,7 @@ def _token_losses(logits, log_z, targets, label_smoothing, vocab):
   return nll, confidence * nll - low * (sum_log_probs + nll) - entropy
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _loss_sums(label_smoothing, vocab):
   """The XLA-compiled `(logits [N, V], targets [N], weights [N]) -> (loss_sum, nll_sum)`.
 
@@ -190,7 +190,7 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
   return loss_sum, tf.cast(count, tf.float32), tf.stop_gradient(nll[0])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _loss_and_gradient(label_smoothing, vocab):
   """The XLA-compiled `(logits [R, V], targets [R], weights [R]) -> (loss_sum, nll_sum,
   d loss_sum / d logits [R, V])`, one function per (label_smoothing, vocab)."""
