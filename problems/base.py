@@ -19,9 +19,11 @@ import logging
 import os
 import sys
 
+import tensorflow as tf
+
 from t2t_lite import registry
 from t2t_lite.data import pipeline, token_shards
-from t2t_lite.hparams import DecodeHParams
+from t2t_lite.hparams import DecodeHParams, HParams
 
 logger = logging.getLogger(__name__)
 
@@ -45,12 +47,12 @@ class Problem:
   source_language = "en"
   target_language = "de"
 
-  def __init__(self, raw_data_dir=None):
+  def __init__(self, raw_data_dir: str | None = None):
     self.raw_data_dir = raw_data_dir
     self._name = registry.snake_case(type(self).__name__)
 
   @property
-  def name(self):
+  def name(self) -> str:
     return self._name
 
   def __repr__(self):
@@ -58,7 +60,7 @@ class Problem:
 
   # --- What a subclass provides. -----------------------------------------------------------------
 
-  def get_vocab(self, data_dir):
+  def get_vocab(self, data_dir: str | None):
     """The vocabulary (`SubwordVocab` interface), built and cached in `data_dir` if missing."""
     raise NotImplementedError
 
@@ -68,7 +70,7 @@ class Problem:
 
   # --- Shared behaviour. -------------------------------------------------------------------------
 
-  def text_pairs(self, split, data_dir):
+  def text_pairs(self, split: str, data_dir: str | None) -> list[tuple[str, str]]:
     """Python list of (source, target) strings of a split (for BLEU on dev subsets)."""
     return [(ex["inputs"].decode("utf-8"), ex["targets"].decode("utf-8"))
             for ex in self.text_dataset(split, data_dir).as_numpy_iterator()]
@@ -87,7 +89,8 @@ class Problem:
     texts = pipeline.shard(self.text_dataset(split, data_dir), input_context)
     return pipeline.tokenize(texts, vocab)
 
-  def dataset(self, split, data_dir, hparams, training, input_context=None):
+  def dataset(self, split: str, data_dir: str | None, hparams: HParams, training: bool,
+              input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
     """Batched {"inputs": int32 [B, S], "targets": int32 [B, T]}, EOS appended, 0-padded.
 
     training=True: long pairs dropped, seeded shuffle, repeats forever. training=False: every pair,
@@ -96,7 +99,7 @@ class Problem:
     tokens = self.token_dataset(split, data_dir, input_context)
     return pipeline.make_batches(tokens, hparams, training, eos_id=self.get_vocab(data_dir).eos_id)
 
-  def default_decode_hparams(self):
+  def default_decode_hparams(self) -> DecodeHParams:
     return DecodeHParams()
 
 
@@ -130,7 +133,7 @@ def _swap(example):
   return {"inputs": example["targets"], "targets": example["inputs"]}
 
 
-def get_problem(name, raw_data_dir=None, **kwargs):
+def get_problem(name: str, raw_data_dir: str | None = None, **kwargs) -> Problem:
   """The problem registered as `name` (or an alias), reversed for a `_rev` suffix.
 
   Args:
@@ -154,7 +157,7 @@ def get_problem(name, raw_data_dir=None, **kwargs):
   return problem
 
 
-def import_usr_dir(path):
+def import_usr_dir(path: str):
   """Imports a user's module or package so its `@registry.problems.register` lines run.
 
   T2T's `--t2t_usr_dir`: `path` is a folder (a package, imported by its folder name with its

@@ -57,8 +57,8 @@ def write_token_shards(token_chunks, folder, names):
   return count
 
 
-def generate_data(problem, data_dir, splits=("train", "dev", "test"),
-                  train_shards=DEFAULT_TRAIN_SHARDS):
+def generate_data(problem, data_dir: str, splits: tuple[str, ...] = ("train", "dev", "test"),
+                  train_shards: int = DEFAULT_TRAIN_SHARDS) -> dict:
   """Builds the vocabulary and writes tokenized shards of `splits`; returns the manifest dict.
 
   A `_rev` problem writes its base problem's shards (the reversed one swaps them when reading).

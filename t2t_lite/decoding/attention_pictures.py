@@ -20,6 +20,7 @@ Drawing uses matplotlib's Agg canvas directly (no pyplot, no display, no global 
 import math
 import os
 
+import keras
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -173,8 +174,9 @@ def _pick_word(query_tokens, word):
   return word % len(query_tokens)
 
 
-def save_attention(weights, source_tokens, target_tokens, out_dir, word=None,
-                   word_kind="encoder_self", word_layer=None):
+def save_attention(weights: dict, source_tokens: list[str], target_tokens: list[str], out_dir: str,
+                   word: int | str | None = None, word_kind: str = "encoder_self",
+                   word_layer: int | None = None) -> list[str]:
   """Saves the raw weights and draws them. Returns the list of written paths.
 
   Args:
@@ -216,7 +218,9 @@ def save_attention(weights, source_tokens, target_tokens, out_dir, word=None,
   return paths
 
 
-def attention_for_pair(model, vocab, source, target=None, decode_hparams=None):
+def attention_for_pair(model: keras.Model, vocab, source: str, target: str | None = None,
+                       decode_hparams: DecodeHParams | None = None
+                       ) -> tuple[dict, list[str], list[str], str]:
   """Teacher-forced attention weights of one sentence pair, with the subword tokens as labels.
 
   `target` defaults to the model's own translation of `source` (greedy). The EOS appended to both

@@ -26,7 +26,7 @@ from sacremoses import MosesTokenizer
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 
-def read_lines(path, what="file"):
+def read_lines(path: str, what: str = "file") -> list[str]:
   """The lines of a UTF-8 text file, without their line ends.
 
   Raises:
@@ -49,7 +49,7 @@ def _check_pair(hypotheses, references):
     raise ValueError("no lines to score")
 
 
-def sacrebleu_score(hypotheses, references):
+def sacrebleu_score(hypotheses: list[str], references: list[str]) -> tuple[float, str]:
   """sacreBLEU on detokenized text. Returns (score in 0-100, signature string)."""
   _check_pair(hypotheses, references)
   metric = sacrebleu.metrics.BLEU()
@@ -62,33 +62,33 @@ def _moses_tokenizer(lang):
   return MosesTokenizer(lang=lang)
 
 
-def moses_tokenize(line, lang="de"):
+def moses_tokenize(line: str, lang: str = "de") -> str:
   """`tokenizer.perl -l LANG` on one line (escaping on, as the script runs it)."""
   if not line.strip():
     return ""  # tokenizer.perl copies blank lines through
   return _moses_tokenizer(lang).tokenize(line, return_str=True, escape=True)
 
 
-def split_compounds(line):
+def split_compounds(line: str) -> str:
   """`a-b` -> `a ##AT##-##AT## b`, non-overlapping left to right like perl's `s{}{}g`."""
   return _COMPOUND.sub(r"\1 ##AT##-##AT## \2", line)
 
 
-def multi_bleu(hypotheses, references):
+def multi_bleu(hypotheses: list[str], references: list[str]) -> float:
   """`multi-bleu.perl` on pre-tokenized lines (one reference, case-sensitive, no smoothing)."""
   _check_pair(hypotheses, references)
   metric = sacrebleu.metrics.BLEU(tokenize="none", smooth_method="none", force=True)
   return metric.corpus_score(list(hypotheses), [list(references)]).score
 
 
-def tokenized_bleu(hypotheses, references, lang="de"):
+def tokenized_bleu(hypotheses: list[str], references: list[str], lang: str = "de") -> float:
   """The paper's tokenized BLEU (T2T's get_ende_bleu.sh) on detokenized lines, in 0-100."""
   _check_pair(hypotheses, references)
   prepare = lambda line: split_compounds(moses_tokenize(line, lang))
   return multi_bleu([prepare(line) for line in hypotheses], [prepare(line) for line in references])
 
 
-def bleu_report(hypotheses, references, lang="de"):
+def bleu_report(hypotheses: list[str], references: list[str], lang: str = "de") -> str:
   """Both figures, one per line, for logs and the decoder's --decode_reference."""
   score, signature = sacrebleu_score(hypotheses, references)
   tokenized = tokenized_bleu(hypotheses, references, lang)
@@ -97,7 +97,7 @@ def bleu_report(hypotheses, references, lang="de"):
           f"multi-bleu; the paper's recipe, {len(hypotheses)} lines)")
 
 
-def bleu_files(translation_path, reference_path, lang="de"):
+def bleu_files(translation_path: str, reference_path: str, lang: str = "de") -> str:
   """`bleu_report` on two files (one sentence per line)."""
   hypotheses = read_lines(translation_path, "translation file")
   references = read_lines(reference_path, "reference file")

@@ -6,12 +6,14 @@ and renamed, so a killed decode never leaves a truncated output file behind.
 
 import os
 import sys
+from collections.abc import Callable
 
 from t2t_lite import model_dir
 from t2t_lite.decoding.translator import load_translator
+from t2t_lite.hparams import DecodeHParams
 
 
-def read_lines(path_or_file, warn=print):
+def read_lines(path_or_file, warn: Callable[[str], None] = print) -> list[str]:
   """Lines of UTF-8 text; invalid bytes are replaced (U+FFFD) and reported with the line number."""
   if isinstance(path_or_file, (str, os.PathLike)):
     if not os.path.exists(path_or_file):
@@ -36,12 +38,13 @@ def read_lines(path_or_file, warn=print):
   return lines
 
 
-def write_lines(path, lines):
+def write_lines(path: str, lines: list[str]) -> None:
   model_dir.atomic_write(path, "".join(line.replace("\n", " ") + "\n" for line in lines))
 
 
-def decode_file(output_dir, decode_hparams, input_path=None, output_path=None,
-                checkpoint_path=None, stdin=None, stdout=None):
+def decode_file(output_dir: str, decode_hparams: DecodeHParams, input_path: str | None = None,
+                output_path: str | None = None, checkpoint_path: str | None = None, stdin=None,
+                stdout=None) -> list[str]:
   """Translates `input_path` (or stdin) into `output_path` (or stdout); returns the translations."""
   warn = lambda message: print(message, file=sys.stderr, flush=True)
   lines = read_lines(input_path if input_path else (stdin or sys.stdin.buffer), warn)

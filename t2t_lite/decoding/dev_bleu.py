@@ -5,11 +5,19 @@ train_and_evaluate` calls at each evaluation, as flax's train.py takes decode.py
 never imports decoding. `t2t-lite-trainer` passes it unless `--no_eval_bleu`.
 """
 
+from collections.abc import Callable
+
+import keras
+
 from t2t_lite.decoding.bleu_score import sacrebleu_score
 from t2t_lite.decoding.translator import Translator
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.problems import Problem
 
 
-def bleu_evaluation(problem, data_dir, examples, decode_hparams=None):
+def bleu_evaluation(problem: Problem, data_dir: str | None, examples: int,
+                    decode_hparams: DecodeHParams | None = None
+                    ) -> Callable[[keras.Model], dict[str, float]]:
   """`evaluate(model) -> {"bleu": sacreBLEU}` on the first `examples` dev pairs of `problem`.
 
   Args:

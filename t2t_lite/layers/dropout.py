@@ -100,7 +100,7 @@ class Dropout(keras.layers.Layer):
     training: dropout is applied only when true.
   """
 
-  def __init__(self, rate, seed=None, **kwargs):
+  def __init__(self, rate: float, seed: int | None = None, **kwargs):
     super().__init__(**kwargs)
     checks.check_rate("rate", rate)
     self.rate = rate

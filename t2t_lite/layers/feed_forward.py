@@ -33,7 +33,8 @@ class FeedForward(keras.layers.Layer):
   (2, 5, 8)
   """
 
-  def __init__(self, filter_size, output_channels=None, relu_dropout=0.0, **kwargs):
+  def __init__(self, filter_size: int, output_channels: int | None = None,
+               relu_dropout: float = 0.0, **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("filter_size", filter_size)
     if output_channels is not None:

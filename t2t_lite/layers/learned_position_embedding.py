@@ -32,7 +32,7 @@ class LearnedPositionEmbedding(keras.layers.Layer):
   >>> x = embedded + LearnedPositionEmbedding(max_position=64)(embedded)
   """
 
-  def __init__(self, max_position, **kwargs):
+  def __init__(self, max_position: int, **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("max_position", max_position)
     self.max_position = max_position

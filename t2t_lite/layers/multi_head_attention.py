@@ -67,8 +67,9 @@ class MultiHeadAttention(keras.layers.Layer):
   >>> y, cache = layer(x[:, :1], cache=cache, step=0)
   """
 
-  def __init__(self, num_heads, key_channels=None, value_channels=None, output_channels=None,
-               attention_dropout=0.0, self_attention=True, **kwargs):
+  def __init__(self, num_heads: int, key_channels: int | None = None,
+               value_channels: int | None = None, output_channels: int | None = None,
+               attention_dropout: float = 0.0, self_attention: bool = True, **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("num_heads", num_heads)
     for name, value in (("key_channels", key_channels), ("value_channels", value_channels),

@@ -41,7 +41,7 @@ class SharedEmbedding(keras.layers.Layer):
   >>> logits = embedding(x, reverse=True)                  # [1, 4, 100] float32
   """
 
-  def __init__(self, vocab_size, hidden_size, zero_pad=True, **kwargs):
+  def __init__(self, vocab_size: int, hidden_size: int, zero_pad: bool = True, **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("vocab_size", vocab_size)
     checks.check_positive_int("hidden_size", hidden_size)

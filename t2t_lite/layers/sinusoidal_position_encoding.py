@@ -62,7 +62,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   >>> step_pe = SinusoidalPositionEncoding()(embedded[:, :1], start_index=3)  # position 3
   """
 
-  def __init__(self, min_timescale=1.0, max_timescale=1.0e4, layout="concat", **kwargs):
+  def __init__(self, min_timescale: float = 1.0, max_timescale: float = 1.0e4,
+               layout: str = "concat", **kwargs):
     super().__init__(**kwargs)
     if layout not in LAYOUTS:
       raise ValueError(f"`layout` must be 'concat' (T2T) or 'interleave' (the paper); got {layout!r}.")

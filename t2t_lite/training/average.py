@@ -15,7 +15,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 
 
-def last_checkpoints(output_dir, count):
+def last_checkpoints(output_dir: str, count: int) -> list[str]:
   """The newest `count` checkpoint prefixes of `output_dir`, oldest first."""
   state = tf.train.get_checkpoint_state(output_dir)
   paths = list(state.all_model_checkpoint_paths) if state else []
@@ -27,7 +27,8 @@ def last_checkpoints(output_dir, count):
   return paths[-count:]
 
 
-def average_checkpoints(output_dir, out_dir, count=5, checkpoint_paths=None):
+def average_checkpoints(output_dir: str, out_dir: str, count: int = 5,
+                        checkpoint_paths: list[str] | None = None) -> str:
   """Averages the last `count` checkpoints of `output_dir` into `out_dir`; returns the new prefix.
 
   `out_dir` becomes a model directory of its own (hparams.json and vocab copied), so the decoder

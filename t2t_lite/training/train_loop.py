@@ -15,11 +15,14 @@ import math
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import keras
 import tensorflow as tf
 
 from t2t_lite import model_dir
+from t2t_lite.hparams import HParams
+from t2t_lite.problems import Problem
 from t2t_lite.training import distribute
 from t2t_lite.training.adam import Adam
 from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
@@ -31,7 +34,7 @@ class NonFiniteLossError(RuntimeError):
   pass
 
 
-def build_optimizer(hparams):
+def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
   optimizer = Adam(
       learning_rate=TransformerSchedule.from_hparams(hparams),
       beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
@@ -47,8 +50,9 @@ def build_optimizer(hparams):
 class Trainer:
   """Model, optimizer, checkpoints and the distributed train/eval steps for one run."""
 
-  def __init__(self, hparams, vocab_size, output_dir, strategy=None, keep_checkpoint_max=20,
-               model=model_dir.DEFAULT_MODEL):
+  def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
+               strategy: tf.distribute.Strategy | None = None, keep_checkpoint_max: int = 20,
+               model: str = model_dir.DEFAULT_MODEL):
     self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
     self.output_dir = output_dir
@@ -153,11 +157,16 @@ def _write_scalars(writer, step, values):
   writer.flush()
 
 
-def train_and_evaluate(problem, hparams, output_dir, data_dir=None, train_steps=1000,
-                       eval_steps=100, save_checkpoints_steps=1000, keep_checkpoint_max=20,
-                       eval_every=None, log_every=100, strategy=None, flags=None,
-                       overwrite=False, train_dataset_fn=None, evaluate_fn=None, progress=None,
-                       max_train_seconds=None, model=model_dir.DEFAULT_MODEL):
+def train_and_evaluate(
+    problem: Problem, hparams: HParams, output_dir: str, data_dir: str | None = None,
+    train_steps: int = 1000, eval_steps: int = 100, save_checkpoints_steps: int = 1000,
+    keep_checkpoint_max: int = 20, eval_every: int | None = None, log_every: int = 100,
+    strategy: tf.distribute.Strategy | None = None, flags: dict | None = None,
+    overwrite: bool = False,
+    train_dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset] | None = None,
+    evaluate_fn: Callable[[keras.Model], dict[str, float]] | None = None,
+    progress: bool | None = None, max_train_seconds: float | None = None,
+    model: str = model_dir.DEFAULT_MODEL) -> dict[str, float]:
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
