@@ -10,12 +10,19 @@ import numpy as np
 import pytest
 from keras import ops
 
+from layer_testing import run_layer_test
 from t2t_lite.layers import Dropout
 from t2t_lite.layers.dropout import numpy_keep_mask
 
 
 def to_np(x):
   return ops.convert_to_numpy(x)
+
+
+@pytest.mark.backend_independent
+def test_dropout_layer_contract():
+  run_layer_test(Dropout, dict(rate=0.3, seed=7), inputs=(np.ones((2, 5, 8), "float32"),),
+                 expected_output_shape=(2, 5, 8), expected_num_trainable_weights=0)
 
 
 @pytest.mark.backend_independent

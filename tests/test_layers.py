@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from keras import ops
 
+from layer_testing import run_layer_test
 from t2t_lite.hparams import ModelConfig
 from t2t_lite.layers import (Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward,
                              LearnedPositionEmbedding, MultiHeadAttention, SharedEmbedding,
@@ -100,20 +101,21 @@ def padding_mask_np():
   return mask
 
 
-def assert_config_round_trip(layer, *args, **kwargs):
-  """serialize -> deserialize gives the same layer: same outputs once weights are copied."""
-  expected = layer(*args, **kwargs)
-  clone = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(layer))
-  assert type(clone) is type(layer)
-  assert clone.get_config() == layer.get_config()
-  clone(*args, **kwargs)
-  clone.set_weights(layer.get_weights())
-  actual = clone(*args, **kwargs)
-  for a, e in zip(keras.tree.flatten(actual), keras.tree.flatten(expected)):
-    np.testing.assert_allclose(to_np(a), to_np(e), atol=1e-6)
-
-
 # ---- MultiHeadAttention ----------------------------------------------------------------------
+
+def test_self_attention_layer_contract():
+  run_layer_test(MultiHeadAttention, dict(num_heads=4, key_channels=8, attention_dropout=0.1),
+                 inputs=(random_array(B, TQ, D),),
+                 call_kwargs=dict(attention_mask=np.tril(np.ones((TQ, TQ), bool))),
+                 expected_output_shape=(B, TQ, D), expected_num_trainable_weights=2)
+
+
+def test_encoder_decoder_attention_layer_contract():
+  run_layer_test(MultiHeadAttention, dict(num_heads=2, self_attention=False),
+                 inputs=(random_array(B, TQ, D), random_array(B, TK, D, seed=1)),
+                 call_kwargs=dict(attention_mask=padding_mask_np()[:, None, :]),
+                 expected_output_shape=(B, TQ, D), expected_num_trainable_weights=3)
+
 
 @pytest.mark.parametrize("mask_kind", [None, "padding", "causal", "both"])
 def test_self_attention_matches_numpy(mask_kind):
@@ -215,6 +217,12 @@ def test_attention_validates_its_inputs():
 
 # ---- FeedForward -----------------------------------------------------------------------------
 
+def test_feed_forward_layer_contract():
+  run_layer_test(FeedForward, dict(filter_size=24, output_channels=8, relu_dropout=0.1),
+                 inputs=(random_array(B, TQ, D),), expected_output_shape=(B, TQ, 8),
+                 expected_num_trainable_weights=4)
+
+
 def test_feed_forward_matches_numpy():
   layer = FeedForward(filter_size=32)
   x = random_array(B, TQ, D)
@@ -242,6 +250,14 @@ def test_feed_forward_at_one_row_matches_numpy():
 
 
 # ---- Position encodings ----------------------------------------------------------------------
+
+def test_position_encoding_layer_contracts():
+  x = random_array(B, TQ, D)
+  run_layer_test(SinusoidalPositionEncoding, dict(layout="interleave", max_timescale=100.0),
+                 inputs=(x,), expected_output_shape=(B, TQ, D), expected_num_trainable_weights=0)
+  run_layer_test(LearnedPositionEmbedding, dict(max_position=9), inputs=(x,),
+                 expected_output_shape=(B, TQ, D), expected_num_trainable_weights=1)
+
 
 @pytest.mark.parametrize("layout", ["concat", "interleave"])
 @pytest.mark.parametrize("channels", [16, 17])
@@ -278,6 +294,16 @@ def test_learned_position_embedding_rows():
 
 # ---- SharedEmbedding -------------------------------------------------------------------------
 
+def test_shared_embedding_layer_contract():
+  settings = dict(vocab_size=11, hidden_size=D, zero_pad=False)
+  run_layer_test(SharedEmbedding, settings, inputs=(np.array([[3, 4, 0]]),),
+                 expected_output_shape=(1, 3, D), expected_num_trainable_weights=1)
+  # The pre-softmax projection: logits stay float32 under mixed precision.
+  run_layer_test(SharedEmbedding, settings, inputs=(random_array(B, TQ, D),),
+                 call_kwargs=dict(reverse=True), expected_output_shape=(B, TQ, 11),
+                 expected_num_trainable_weights=1, mixed_precision_output_dtype="float32")
+
+
 def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
   layer = SharedEmbedding(vocab_size=1000, hidden_size=64)
   ids = np.array([[5, 999, 1, 0]])
@@ -301,6 +327,29 @@ def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
 
 
 # ---- Encoder / decoder layers and stacks -----------------------------------------------------
+
+def test_encoder_and_decoder_layer_contracts():
+  x, memory, mask = random_array(B, TQ, D), random_array(B, TK, D), padding_mask_np()
+  # Per layer: attention 2 (+ 1 for encoder-decoder attention), feed-forward 4, norms 2 each.
+  run_layer_test(EncoderLayer, dict(config=CONFIG.replace(norm_type="post")), inputs=(memory,),
+                 call_kwargs=dict(padding_mask=mask), expected_output_shape=(B, TK, D),
+                 expected_num_trainable_weights=10)
+  run_layer_test(DecoderLayer, dict(config=CONFIG.replace(layer_norm_epsilon=1e-5)),
+                 inputs=(x, memory), call_kwargs=dict(memory_padding_mask=mask),
+                 expected_output_shape=(B, TQ, D), expected_num_trainable_weights=15)
+
+
+def test_encoder_and_decoder_stack_contracts():
+  x, memory, mask = random_array(B, TQ, D), random_array(B, TK, D), padding_mask_np()
+  # Pre-norm stacks end with a LayerNorm (2 weights); post-norm ones do not.
+  run_layer_test(Encoder, dict(config=CONFIG.replace(num_encoder_layers=2,
+                                                     attention_value_channels=8)),
+                 inputs=(memory,), call_kwargs=dict(padding_mask=mask),
+                 expected_output_shape=(B, TK, D), expected_num_trainable_weights=2 * 10 + 2)
+  run_layer_test(Decoder, dict(config=CONFIG.replace(num_decoder_layers=2, norm_type="post")),
+                 inputs=(x, memory), call_kwargs=dict(memory_padding_mask=mask),
+                 expected_output_shape=(B, TQ, D), expected_num_trainable_weights=2 * 15)
+
 
 CONFIG = ModelConfig(hidden_size=D, num_heads=4, filter_size=32, layer_prepostprocess_dropout=0.0,
                      attention_dropout=0.0, relu_dropout=0.0)
@@ -397,26 +446,3 @@ def test_encoder_decoder_layers_validate_arguments():
     DecoderLayer(small)(random_array(1, 3, 8))
   with pytest.raises(ValueError, match="boolean"):
     EncoderLayer(small)(random_array(1, 3, 8), padding_mask=np.ones((1, 3)))
-
-
-# ---- Config round trips ----------------------------------------------------------------------
-
-def test_config_round_trips():
-  x, memory, mask = random_array(B, TQ, D), random_array(B, TK, D), padding_mask_np()
-  ids = np.array([[3, 4, 0]])
-  assert_config_round_trip(MultiHeadAttention(num_heads=4, key_channels=8, attention_dropout=0.1),
-                           x, attention_mask=np.tril(np.ones((TQ, TQ), bool)))
-  assert_config_round_trip(MultiHeadAttention(num_heads=2, self_attention=False), x, memory,
-                           attention_mask=mask[:, None, :])
-  assert_config_round_trip(FeedForward(filter_size=24, output_channels=8, relu_dropout=0.1), x)
-  assert_config_round_trip(SinusoidalPositionEncoding(layout="interleave", max_timescale=100.0), x)
-  assert_config_round_trip(LearnedPositionEmbedding(max_position=9), x)
-  assert_config_round_trip(SharedEmbedding(vocab_size=11, hidden_size=D, zero_pad=False), ids)
-  assert_config_round_trip(EncoderLayer(CONFIG.replace(norm_type="post")), memory,
-                           padding_mask=mask)
-  assert_config_round_trip(DecoderLayer(CONFIG.replace(layer_norm_epsilon=1e-5)), x, memory,
-                           memory_padding_mask=mask)
-  assert_config_round_trip(Encoder(CONFIG.replace(num_encoder_layers=2, attention_value_channels=8)),
-                           memory, padding_mask=mask)
-  assert_config_round_trip(Decoder(CONFIG.replace(num_decoder_layers=2, norm_type="post")), x,
-                           memory, memory_padding_mask=mask)
