@@ -88,6 +88,7 @@ class DecodeHParams:
   top_k: int = 0                           # with sampling: keep the k most likely tokens; 0: all
   seed: int = 1234                         # with sampling: the same seed gives the same samples
   xla: bool = True                         # compile the search loop with XLA (see README: speed)
+  constrained: bool = True                 # use the problem's decoding constraint, if it has one
 
   def replace(self, **changes) -> "DecodeHParams":
     return dataclasses.replace(self, **changes)

@@ -102,6 +102,12 @@ class Problem:
   def default_decode_hparams(self) -> DecodeHParams:
     return DecodeHParams()
 
+  def decode_constraint(self, vocab):
+    """A decoding constraint for this problem's outputs (`t2t_lite.decoding.constraints`), or
+    None. Parsing problems return one that allows only well-formed trees over the input."""
+    del vocab
+    return None
+
 
 class ReversedProblem(Problem):
   """`<name>_rev`: the same data and vocabulary with inputs and targets swapped."""

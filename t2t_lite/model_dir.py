@@ -146,6 +146,15 @@ def decode_defaults(problem: Problem | None) -> DecodeHParams:
   return problem.default_decode_hparams() if problem is not None else DecodeHParams()
 
 
+def decode_constraint(output_dir: str, vocab, decode_hparams: DecodeHParams):
+  """The decoding constraint of the model's problem (parsing: only well-formed trees over the
+  input), or None: when the problem has none, is not registered here, or `constrained=false`."""
+  if not decode_hparams.constrained:
+    return None
+  problem = find_problem(read_record(output_dir)["problem"])
+  return problem.decode_constraint(vocab) if problem is not None else None
+
+
 # --- Models and checkpoints. ----------------------------------------------------------------------
 
 

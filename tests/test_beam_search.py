@@ -277,29 +277,38 @@ def reference_candidates(logits, alive_log_probs, k):
   return ops.top_k(ops.reshape(log_probs, (ops.shape(logits)[0], -1)), k)
 
 
-@pytest.mark.parametrize("vocab, k, block", [(8000, 8, None), (32000, 8, None), (4097, 8, None),
+@pytest.mark.parametrize("vocab, k, chunk", [(8000, 8, None), (32000, 8, None), (4097, 8, None),
                                              (3000, 2, 128), (1200, 8, 100), (37, 8, None)])
-def test_top_candidates_equal_top_k_of_the_log_probs(vocab, k, block):
-  """Blocks that divide the vocabulary (8000 -> 125), padded ones (4097, a prime; 3000 with 128),
-  and the plain path (37); values and indices exactly equal."""
+def test_top_candidates_equal_top_k_of_the_log_probs(vocab, k, chunk):
+  """Chunks that divide the vocabulary (8000 -> 125), padded ones (4097, a prime; 3000 with 128),
+  and the plain path (37); values and indices exactly equal, with and without a mask."""
   rng = np.random.default_rng(vocab)
   logits = rng.normal(size=(4, 4, vocab)).astype("float32") * 3
-  logits[2, 1, rng.integers(0, vocab, 6)] = 40.0      # the winners crowd into few blocks
+  logits[2, 1, rng.integers(0, vocab, 6)] = 40.0      # the winners crowd into few chunks
   alive = rng.normal(size=(4, 4)).astype("float32") * 5
   alive[1, 1:] = -np.inf                              # empty beams (as at step 0)
   alive[3, :2] = -np.inf
-  if vocab > 1100:  # a tie across blocks ranked out of index order: the lower index comes first
+  if vocab > 1100:  # a tie across chunks ranked out of index order: the lower index comes first
     logits[0, 0, [5, 1000, 1001]] = [20.0, 45.0, 20.0]
     alive[0, 1:] = -np.inf
   logits, alive = ops.convert_to_tensor(logits), ops.convert_to_tensor(alive)
-  values, index = top_candidates(logits, alive, k, block)
+  values, index = top_candidates(logits, alive, k, chunk)
   expected_values, expected_index = reference_candidates(logits, alive, k)
+  np.testing.assert_array_equal(numpy(values), numpy(expected_values))
+  np.testing.assert_array_equal(numpy(index), numpy(expected_index))
+  # A mask removes candidates (the winners among them) but keeps the unmasked log-probabilities.
+  mask = rng.random(size=(4, 4, vocab)) < 0.3
+  mask[2, 1] = False
+  values, index = top_candidates(logits, alive, k, chunk, mask=ops.convert_to_tensor(mask))
+  log_probs = ops.log_softmax(logits, axis=-1) + alive[..., None]
+  expected_values, expected_index = ops.top_k(
+      ops.reshape(ops.where(mask, log_probs, -np.inf), (4, -1)), k)
   np.testing.assert_array_equal(numpy(values), numpy(expected_values))
   np.testing.assert_array_equal(numpy(index), numpy(expected_index))
 
 
-def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_blocked_candidates(monkeypatch):
-  """Vocab 3000, beam 4: the blocked candidate search agrees with the materialised top_k."""
+def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_chunked_candidates(monkeypatch):
+  """Vocab 3000, beam 4: the chunked candidate search agrees with the materialised top_k."""
   rng = np.random.default_rng(3)
   table = ops.convert_to_tensor(rng.normal(size=(3000, 3000)).astype("float32") * 3)
 
@@ -307,12 +316,12 @@ def test_beam_search_over_a_large_vocabulary_is_unchanged_by_the_blocked_candida
     return ops.take(table, ids, axis=0) + cache["bias"], cache
 
   cache = {"bias": ops.convert_to_tensor(rng.normal(size=(2, 3000)).astype("float32"))}
-  blocked = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
+  chunked = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
   monkeypatch.setattr(beam_search_lib, "top_candidates",
-                      lambda logits, alive, k: reference_candidates(logits, alive, k))
+                      lambda logits, alive, k, mask=None: reference_candidates(logits, alive, k))
   plain = beam_search(symbols_to_logits, cache, 2, 4, 3000, 6, alpha=0.6)
-  np.testing.assert_array_equal(numpy(blocked[0]), numpy(plain[0]))
-  np.testing.assert_array_equal(numpy(blocked[1]), numpy(plain[1]))
+  np.testing.assert_array_equal(numpy(chunked[0]), numpy(plain[0]))
+  np.testing.assert_array_equal(numpy(chunked[1]), numpy(plain[1]))
 
 
 # ---------------------------------------------------------------- sampling

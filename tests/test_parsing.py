@@ -296,8 +296,13 @@ def test_parse_eval_command(ptb, sample_trees, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def problem(ptb):
+  """The `XX`-leaves problem (Vinyals et al., the paper's); the default is checked below."""
   from t2t_lite.problems import get_problem
-  return get_problem("parsing_english_ptb16k", raw_data_dir=ptb, approx_vocab_size=1000)
+  return get_problem("parsing_english_ptb16k_xx", raw_data_dir=ptb, approx_vocab_size=1000)
+
+
+def sample_tree_0(problem):
+  return problem.trees("train")[0]
 
 
 @pytest.fixture(scope="module")
@@ -307,10 +312,15 @@ def small_vocab(problem, tmp_path_factory):
 
 def test_problem_text_pairs_and_dataset(problem):
   from t2t_lite.problems import get_problem
-  assert problem.name == "parsing_english_ptb16k"
+  from t2t_lite.problems.parsing import DEFAULT_LINEARIZATION
+  assert problem.name == "parsing_english_ptb16k_xx"
   train, dev = problem.text_pairs("train"), problem.text_pairs("dev")
   assert (len(train), len(dev), len(problem.text_pairs("test"))) == (3396, 273, 273)
   assert train[0] == (FIRST_TREE_WORDS, FIRST_TREE_LINEARIZED)
+  default = get_problem("parsing_english_ptb16k", raw_data_dir=problem.raw_data_dir)
+  assert (default.name, default.linearization) == ("parsing_english_ptb16k", DEFAULT_LINEARIZATION)
+  assert default.text_pairs("train")[0] == \
+      (FIRST_TREE_WORDS, linearize.linearize(sample_tree_0(problem), DEFAULT_LINEARIZATION))
   first = next(iter(problem.text_dataset("dev", None)))
   assert (first["inputs"].numpy().decode(), first["targets"].numpy().decode()) == dev[0]
   assert get_problem("parsing_english_ptb16k", raw_data_dir=problem.raw_data_dir).vocab_size() \
@@ -350,3 +360,89 @@ def test_vocabulary_keeps_tree_tokens_whole_and_round_trips(problem, small_vocab
   lines = [pairs[0][1], pairs[0][0], pairs[-1][1]]
   in_graph = small_vocab.tokenize(tf.constant(lines)).to_list()
   assert in_graph == [small_vocab.encode(line) for line in lines]
+
+
+# --- Linearizations, their problems, and constrained decoding with a real vocabulary. ------------
+
+@pytest.mark.parametrize("linearization", ["xx", "tags", "words"])
+def test_every_sample_tree_round_trips_in_every_linearization(sample_trees, linearization):
+  for gold in sample_trees["train"] + sample_trees["dev"]:
+    words, target = linearize.text_pair(gold, linearization)
+    result = linearize.tree_from_linearized(target, words, leaf_tags=linearization == "tags")
+    assert result.repairs == ()
+    expected = gold if linearization == "tags" else _with_tags(gold, "XX")
+    assert str(result.tree) == str(expected)
+    assert linearize.linearize(gold, linearization) == target
+  with pytest.raises(ValueError, match="unknown linearization 'bad'"):
+    linearize.linearize(gold, "bad")
+
+
+def test_linearizations_worked_by_hand(sample_trees):
+  first = sample_trees["train"][0]
+  assert linearize.linearize(first, "tags").startswith("(S (NP (NP NNP NNP ) , (ADJP (NP CD NNS ) JJ )")
+  assert linearize.linearize(first, "words").startswith(
+      "(S (NP (NP Pierre Vinken ) , (ADJP (NP 61 years ) old ) , )")
+
+
+@pytest.fixture(scope="module", params=["xx", "tags", "words"])
+def variant(request, ptb, tmp_path_factory):
+  from t2t_lite.problems import get_problem
+  problem = get_problem(f"parsing_english_ptb8k_{request.param}", raw_data_dir=ptb,
+                        approx_vocab_size=1000)
+  return problem, problem.get_vocab(str(tmp_path_factory.mktemp(f"vocab_{request.param}")))
+
+
+def test_variants_tokenize_tree_tokens_whole_and_word_leaves_as_the_input(variant, sample_trees):
+  """Each tree token is one piece; with word leaves, the target's leaf pieces are exactly the
+  source's pieces; the constraint counts the source's words right, for every sample tree."""
+  problem, vocab = variant
+  constraint = problem.decode_constraint(vocab)
+  assert problem.name.startswith("parsing_english_ptb8k_") and problem.approx_vocab_size == 8000
+  for source, target in problem.text_pairs("train") + problem.text_pairs("dev"):
+    source_ids, target_ids = vocab.encode(source), vocab.encode(target)
+    assert sum(constraint.is_word_start[i] for i in source_ids) == len(source.split())
+    if problem.linearization == "words":
+      assert [i for i in target_ids if not (constraint.is_open[i] or constraint.is_close[i])] == \
+          source_ids
+    else:
+      assert len(target_ids) == len(target.split())
+      assert all(constraint.is_open[i] or constraint.is_close[i] or constraint.is_leaf[i]
+                 for i in target_ids)
+    assert vocab.decode(target_ids) == target
+
+
+@pytest.mark.parametrize("beam_size", [1, 4])
+def test_constrained_search_with_a_random_model_gives_trees_over_the_input(variant, beam_size):
+  """A random Transformer (no training) through the real search graph: every output is a tree
+  over the input, with no repair; unconstrained, the same model's outputs are not."""
+  import numpy as np
+  import tensorflow as tf
+  from t2t_lite.data.vocab import strip_ids
+  from t2t_lite.decoding.translate import make_search_fn
+  from t2t_lite.hparams import DecodeHParams
+  from t2t_lite.models.transformer import Transformer
+  problem, vocab = variant
+  tf.keras.utils.set_random_seed(0)
+  model = Transformer(vocab_size=vocab.vocab_size, hidden_size=32, filter_size=64, num_heads=4,
+                      num_encoder_layers=1, num_decoder_layers=1)
+  model.build()
+  pairs = problem.text_pairs("dev")[:6]
+  sources = [vocab.encode(source) + [1] for source, _ in pairs]
+  batch = np.zeros((len(sources), max(map(len, sources))), np.int32)
+  for row, ids in enumerate(sources):
+    batch[row, :len(ids)] = ids
+  decode_hparams = DecodeHParams(beam_size=beam_size, alpha=0.3, extra_length=40)
+  for constrained in (True, False):
+    search = make_search_fn(model, decode_hparams, 1024,
+                            problem.decode_constraint(vocab) if constrained else None)
+    ids = tf.function(search, jit_compile=True)(tf.constant(batch))[0].numpy()
+    repaired = 0
+    for (source, _), row in zip(pairs, ids[:, 0]):
+      decoded = vocab.decode(strip_ids(row))
+      result = linearize.tree_from_linearized(decoded, source)
+      repaired += result.repaired
+      if constrained:
+        assert result.repairs == (), decoded
+        if problem.linearization == "words":
+          assert [t for t in decoded.split() if not t.startswith(("(", ")"))] == source.split()
+    assert (repaired == 0) == constrained

@@ -7,7 +7,11 @@
 --decoded holds one linearized tree per line, in the order of the split's sentences (what
 t2t-lite-decoder writes for the --write_inputs file; with return_beams the first beam counts).
 Malformed trees are repaired and given the input words (t2t_lite.parsing.linearize); the
-repairs are counted. Punctuation is recognised by the gold tags (t2t_lite.parsing.evalb).
+repairs are counted, and so are the trees with one leaf per word as decoded. Punctuation is
+recognised by the gold tags (t2t_lite.parsing.evalb). To cross-check with the real EVALB:
+
+    t2t-lite-parse-eval ... --decoded=dev.out --write_trees=dev.tst --write_gold=dev.gld
+    evalb -p COLLINS.prm dev.gld dev.tst
 """
 
 import argparse
@@ -25,23 +29,45 @@ def main(argv=None):
   p.add_argument("--decoded", default=None, help="decoded linearized trees, one per line")
   p.add_argument("--write_inputs", default=None,
                  help="write the split's sentences (the decoder's input), one per line")
+  p.add_argument("--write_trees", default=None,
+                 help="with --decoded: write the decoded trees with the gold part-of-speech tags "
+                      "restored, in PTB format, one per line (for the real EVALB)")
+  p.add_argument("--write_gold", default=None,
+                 help="write the split's cleaned gold trees in PTB format, one per line (EVALB's "
+                      "gold file for --write_trees)")
+  p.add_argument("--require_well_formed", action="store_true",
+                 help="exit with status 1 if any decoded tree needed repair (a constrained "
+                      "decode never should)")
   args = p.parse_args(argv)
-  if not args.decoded and not args.write_inputs:
-    p.error("give --decoded (to score) and/or --write_inputs (to write the decoder's input)")
+  if not (args.decoded or args.write_inputs or args.write_gold):
+    p.error("give --decoded (to score), --write_inputs (the decoder's input) or --write_gold")
   try:
     gold = treebank.read_split(args.gold_dir, args.split)
     if args.write_inputs:
-      with open(args.write_inputs, "w", encoding="utf-8") as f:
-        f.writelines(" ".join(tree.leaves()) + "\n" for tree in gold)
+      _write(args.write_inputs, (" ".join(tree.leaves()) for tree in gold))
       print(f"wrote {len(gold)} {args.split} sentences to {args.write_inputs}", file=sys.stderr)
+    if args.write_gold:
+      _write(args.write_gold, (str(tree) for tree in gold))
     if args.decoded:
       with open(args.decoded, encoding="utf-8") as f:
         lines = f.read().splitlines()
-      print(evalb.evaluate_linearized(lines, gold))
+      result = evalb.evaluate_linearized(lines, gold)
+      print(result)
+      if args.write_trees:
+        _write(args.write_trees, (str(tree) for tree in result.trees))
+      if args.require_well_formed and result.repaired:
+        print(f"error: {result.repaired} decoded trees needed repair; a constrained decode "
+              "should give none", file=sys.stderr)
+        return 1
   except (OSError, ValueError, trees.TreeFormatError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   return 0
+
+
+def _write(path, lines):
+  with open(path, "w", encoding="utf-8") as f:
+    f.writelines(line + "\n" for line in lines)
 
 
 if __name__ == "__main__":

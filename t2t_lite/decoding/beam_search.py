@@ -9,7 +9,9 @@ unknown) and under `jax.jit`. The model is reached through one callback:
         -> (logits [batch * beam, vocab], new_cache)
 
 `ids` is each hypothesis's last token (the start token 0 at step 0); `cache` is a nested dict of
-tensors with `batch * beam` on axis 0 (sentence-major: the beams of sentence 0 come first).
+tensors with `batch * beam` on axis 0 (sentence-major: the beams of sentence 0 come first). An
+optional constraint (`t2t_lite.decoding.constraints`) carries a state per hypothesis, reordered
+with the beams like the cache, and masks the tokens each hypothesis may write before the top-k.
 
 The algorithm (T2T's):
 - Two sets per sentence: `beam` alive hypotheses (no EOS yet) and `beam` finished ones (ended by
@@ -35,7 +37,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_lite.decoding.sampling import NEG_INF, decode_limits, greedy_search, write_at
+from t2t_lite.decoding.sampling import (NEG_INF, checked_constraint_state, decode_limits,
+                                        greedy_search, write_at)
 from t2t_lite.token_ids import EOS_ID, START_ID
 
 
@@ -48,6 +51,7 @@ class BeamState(NamedTuple):
   finished_scores: Any   # [batch, beam] float32: length-penalised; -inf for an empty slot
   done: Any              # [batch] bool: this sentence's search is over (its state is frozen)
   cache: Any             # nested dict, each tensor [batch * beam, ...]
+  constraint: Any        # the constraint's state, each tensor [batch * beam, ...] ({} if none)
 
 
 def length_penalty(length, alpha):
@@ -103,7 +107,7 @@ def _keep_done(done, old, new):
 # ---------------------------------------------------------------------------- the search
 
 
-def init_state(initial_cache, batch_size, beam_size, max_decode_length):
+def init_state(initial_cache, batch_size, beam_size, max_decode_length, constraint_state=None):
   """The state before the first step: one alive hypothesis (the start token) per sentence."""
   first_beam_only = ops.convert_to_tensor([[0.0] + [NEG_INF] * (beam_size - 1)])  # [1, beam]
   ids_shape = (batch_size, beam_size, max_decode_length + 1)
@@ -114,82 +118,93 @@ def init_state(initial_cache, batch_size, beam_size, max_decode_length):
       finished_ids=ops.full(ids_shape, START_ID, dtype="int32"),                # [batch, beam, L+1]
       finished_scores=ops.full((batch_size, beam_size), NEG_INF, "float32"),    # [batch, beam]
       done=ops.zeros((batch_size,), "bool"),                                    # [batch]
-      cache=tile_to_beams(initial_cache, beam_size))                            # [batch*beam, ...]
+      cache=tile_to_beams(initial_cache, beam_size),                            # [batch*beam, ...]
+      constraint=tile_to_beams(constraint_state or {}, beam_size))              # [batch*beam, ...]
 
 
-def _block_size(n, preferred=128):
+def _chunk_size(n, preferred=128):
   """A divisor of n in [preferred / 2, 2 * preferred], the closest to `preferred` (so no padding
   copy is needed), else `preferred`."""
   divisors = [d for d in range(preferred // 2, 2 * preferred + 1) if n % d == 0]
   return min(divisors, key=lambda d: abs(d - preferred)) if divisors else preferred
 
 
-def top_candidates(logits, alive_log_probs, k, block=None):
+def top_candidates(logits, alive_log_probs, k, chunk=None, mask=None):
   """The k best of `log_softmax(logits) + alive_log_probs` over every beam's vocabulary.
 
   Args:
     logits: [batch, beam, vocab] (any float dtype; scored in float32).
     alive_log_probs: [batch, beam] float32, each beam's log-probability so far (-inf: empty).
     k: how many candidates per sentence.
-    block: the vocabulary block size of the blocked search; default: a divisor of the vocabulary
-      size near 128 (8000: 125; 32000: 128), so the logits need no padded copy.
+    chunk: the size of the vocabulary chunks of the search; default: a divisor of the
+      vocabulary size near 128 (8000: 125; 32000: 128), so the logits need no padded copy.
+    mask: optional bool [batch, beam, vocab]: only these tokens are candidates (a decoding
+      constraint); scores are still the unmasked log-probabilities.
 
   Returns:
     (scores [batch, k] float32, flat indices [batch, k] into beam * vocab), as
-    `ops.top_k(ops.reshape(log_softmax(logits) + alive_log_probs[..., None], (batch, -1)), k)`.
+    `ops.top_k(ops.reshape(log_softmax(logits) + alive_log_probs[..., None], (batch, -1)), k)`
+    with the masked-out candidates at -inf.
 
   The [batch, beam * vocab] scores are never materialised. A candidate's score is
   `((logit - max) - log(sum(exp(logit - max)))) + alive`, computed in the same order as
   `log_softmax` and then the sum, so the values are the same; for a fixed beam it is a
-  non-decreasing function of the logit, so the best score of a vocabulary block is the score of
-  its largest logit. The k best candidates lie in the k blocks with the best such scores (any
-  other block's best is below k distinct candidates): one max per block of the raw logits, a
-  top-k over the block scores, and a top-k over the k chosen blocks, scored. Only the per-beam
-  log-normaliser takes another pass over the logits. XLA's CPU top_k over the materialised
-  [64, 4 x 32000] scores is several times slower (`python scripts/bench_decode.py --top_k`).
+  non-decreasing function of the logit, so the best score of a vocabulary chunk is the score of
+  its largest logit. The k best candidates lie in the k chunks with the best such scores (any
+  other chunk's best is below k distinct candidates): one max per chunk of the raw logits, a
+  top-k over the chunk scores, and a top-k over the k chosen chunks, scored. Only the per-beam
+  log-normaliser takes another pass over the logits. (`python scripts/bench_decode.py --top_k`
+  compares it with XLA's top_k over the materialised scores.)
   """
   logits = ops.cast(logits, "float32")                                           # [b, beam, V]
   beam, vocab = logits.shape[1], logits.shape[2]
-  block = block or _block_size(vocab)
+  chunk = chunk or _chunk_size(vocab)
   row_max = ops.max(logits, axis=-1)                                             # [b, beam]
   log_norm = ops.log(ops.sum(ops.exp(logits - row_max[..., None]), axis=-1))     # [b, beam]
+  if mask is not None:
+    logits = ops.where(mask, logits, NEG_INF)                                    # [b, beam, V]
 
   def score(x, m, l, a):
     return ((x - m) - l) + a
 
-  blocks = -(-vocab // block)
-  if beam * blocks <= 4 * k:
+  chunks = -(-vocab // chunk)
+  if beam * chunks <= 4 * k:
     scores = score(logits, row_max[..., None], log_norm[..., None], alive_log_probs[..., None])
     return ops.top_k(ops.reshape(scores, (-1, beam * vocab)), k)
-  padded = ops.pad(logits, [(0, 0), (0, 0), (0, blocks * block - vocab)], constant_values=NEG_INF)
-  padded = ops.reshape(padded, (-1, beam * blocks, block))                       # [b, beam*nb, block]
-  beam_of_block = ops.repeat(ops.arange(beam, dtype="int32"), blocks)            # [beam*nb]
-  per_block = lambda t: ops.take(t, beam_of_block, axis=1)                       # [b, beam*nb]
-  block_scores = score(ops.max(padded, axis=-1), per_block(row_max), per_block(log_norm),
-                       per_block(alive_log_probs))                               # [b, beam*nb]
-  _, top_blocks = ops.top_k(block_scores, k)                                     # [b, k]
-  top_blocks = ops.sort(top_blocks, axis=-1)  # candidates in index order, as top_k breaks ties
-  candidates = ops.take_along_axis(padded, top_blocks[:, :, None], axis=1)       # [b, k, block]
-  source_beam = top_blocks // blocks                                             # [b, k]
+  padded = ops.pad(logits, [(0, 0), (0, 0), (0, chunks * chunk - vocab)], constant_values=NEG_INF)
+  padded = ops.reshape(padded, (-1, beam * chunks, chunk))                       # [b, beam*nc, chunk]
+  beam_of_chunk = ops.repeat(ops.arange(beam, dtype="int32"), chunks)            # [beam*nc]
+  per_chunk = lambda t: ops.take(t, beam_of_chunk, axis=1)                       # [b, beam*nc]
+  chunk_scores = score(ops.max(padded, axis=-1), per_chunk(row_max), per_chunk(log_norm),
+                       per_chunk(alive_log_probs))                               # [b, beam*nc]
+  _, top_chunks = ops.top_k(chunk_scores, k)                                     # [b, k]
+  top_chunks = ops.sort(top_chunks, axis=-1)  # candidates in index order, as top_k breaks ties
+  candidates = ops.take_along_axis(padded, top_chunks[:, :, None], axis=1)       # [b, k, chunk]
+  source_beam = top_chunks // chunks                                             # [b, k]
   per_candidate = lambda t: ops.take_along_axis(t, source_beam, axis=1)[..., None]  # [b, k, 1]
   candidates = score(candidates, per_candidate(row_max), per_candidate(log_norm),
-                     per_candidate(alive_log_probs))                             # [b, k, block]
-  values, position = ops.top_k(ops.reshape(candidates, (-1, k * block)), k)      # [b, k]
-  chosen = ops.take_along_axis(top_blocks, position // block, axis=1)            # [b, k]
-  token = (chosen % blocks) * block + position % block
-  return values, (chosen // blocks) * vocab + token
+                     per_candidate(alive_log_probs))                             # [b, k, chunk]
+  values, position = ops.top_k(ops.reshape(candidates, (-1, k * chunk)), k)      # [b, k]
+  chosen = ops.take_along_axis(top_chunks, position // chunk, axis=1)            # [b, k]
+  token = (chosen % chunks) * chunk + position % chunk
+  return values, (chosen // chunks) * vocab + token
 
 
-def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id):
+def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
+         constraint=None):
   """One step: extend every alive hypothesis by one token, update alive and finished."""
   step = state.step                                                              # []
   last_ids = ops.take(state.alive_ids, step, axis=2)                             # [batch, beam]
   logits, cache = symbols_to_logits_fn(
       ops.reshape(last_ids, (batch_size * beam_size,)), step, state.cache)       # [batch*beam, V]
+  mask = None
+  if constraint is not None:
+    mask = ops.reshape(constraint.allowed(state.constraint, step),
+                       (batch_size, beam_size, vocab_size))                      # [b, beam, V]
   # Every candidate has length step + 1, so ranking by log-prob is ranking by score.
   topk_log_probs, topk_flat = top_candidates(
       ops.reshape(logits, (batch_size, beam_size, vocab_size)), state.alive_log_probs,
-      2 * beam_size)                                                             # [b, 2*beam]
+      2 * beam_size, mask=mask)                                                  # [b, 2*beam]
   topk_beams = ops.floor_divide(topk_flat, vocab_size)                           # [b, 2*beam]
   topk_tokens = ops.cast(ops.mod(topk_flat, vocab_size), "int32")                # [b, 2*beam]
   topk_ids = _gather(state.alive_ids, topk_beams)                                # [b, 2*beam, L+1]
@@ -202,6 +217,12 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
   alive_ids = _gather(topk_ids, alive_pick)                                      # [b, beam, L+1]
   source_beams = ops.take_along_axis(topk_beams, alive_pick, axis=1)             # [b, beam]
   cache = gather_beams(cache, source_beams, beam_size)                           # [b*beam, ...]
+  constraint_state = state.constraint
+  if constraint is not None:
+    alive_tokens = ops.take_along_axis(topk_tokens, alive_pick, axis=1)          # [b, beam]
+    constraint_state = constraint.update(
+        gather_beams(constraint_state, source_beams, beam_size),
+        ops.reshape(alive_tokens, (-1,)), step)                                  # [b*beam, ...]
 
   # Finished: the beam best of the old finished and the candidates that wrote EOS.
   new_scores = ops.where(topk_finished, topk_log_probs / length_penalty(step + 1, alpha),
@@ -219,7 +240,8 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       finished_ids=_keep_done(done, state.finished_ids, finished_ids),           # [b, beam, L+1]
       finished_scores=_keep_done(done, state.finished_scores, finished_scores),  # [b, beam]
       done=done,
-      cache=cache)
+      cache=cache,
+      constraint=constraint_state)
 
 
 def sentence_done(state, limits, alpha, stop_early):
@@ -241,21 +263,28 @@ def sentence_done(state, limits, alpha, stop_early):
   return done | bound_met                                                        # [batch]
 
 
-def finalize(state):
+def finalize(state, fill_with_alive=True):
   """Best-first ids [batch, beam, max_decode_length] (start token dropped) and scores [batch, beam].
 
   Finished hypotheses come first (length-penalised scores); slots left empty are filled with
   the best alive hypotheses (raw log-probabilities), T2T's fallback for sentences that finish none.
+  With `fill_with_alive=False` (constrained decoding, where an unfinished hypothesis breaks the
+  constraint), a sentence with at least one finished hypothesis keeps its other slots empty:
+  ids 0, score -inf.
   """
   beam_size = state.finished_scores.shape[1]
   num_finished = ops.sum(ops.cast(state.finished_scores > NEG_INF, "int32"), axis=1)  # [batch]
   slots = ops.arange(beam_size, dtype="int32")[None, :]                          # [1, beam]
   from_finished = slots < num_finished[:, None]                                  # [batch, beam]
+  if not fill_with_alive:
+    from_finished = from_finished | (num_finished > 0)[:, None]                  # [batch, beam]
   alive_pick = ops.clip(slots - num_finished[:, None], 0, beam_size - 1)         # [batch, beam]
   ids = ops.where(from_finished[:, :, None], state.finished_ids,
                   _gather(state.alive_ids, alive_pick))                          # [b, beam, L+1]
   scores = ops.where(from_finished, state.finished_scores,
                      ops.take_along_axis(state.alive_log_probs, alive_pick, axis=1))  # [b, beam]
+  if not fill_with_alive:
+    ids = ops.where((scores > NEG_INF)[:, :, None], ids, 0)                      # [b, beam, L+1]
   return ids[:, :, 1:], scores                                                   # [b, beam, L]
 
 
@@ -271,7 +300,8 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 
 
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
-                    max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True):
+                    max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
+                    constraint=None, constraint_state=None):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
@@ -280,19 +310,22 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   limits = decode_limits(decode_lengths, batch_size, max_decode_length)          # [batch]
 
   def body(state):
-    state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id)
+    state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
+                 constraint)
     return (state._replace(done=sentence_done(state, limits, alpha, stop_early)),)
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.done))
 
-  state = init_state(initial_cache, batch_size, beam_size, max_decode_length)
+  state = init_state(initial_cache, batch_size, beam_size, max_decode_length,
+                     checked_constraint_state(constraint, constraint_state))
   (state,) = ops.while_loop(cond, body, (state,))
   return state
 
 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
-                max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True):
+                max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
+                constraint=None, constraint_state=None):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -309,17 +342,23 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
       (input length + extra_length, capped at max_decode_length). A sentence whose hypotheses
       reach it stops: finished hypotheses are kept, and if there are none, the alive ones.
     stop_early: stop a sentence once its best hypotheses are provably found (T2T's bound).
+    constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`. The state
+      ([batch, ...]) is tiled to the beams and reordered with them.
 
   Returns:
     ids [batch, beam, max_decode_length] int32, best first, 0 (PAD) after EOS, and scores
-    [batch, beam] float32 (length-penalised log-probabilities; see `finalize`).
+    [batch, beam] float32 (length-penalised log-probabilities; see `finalize`). Under a
+    constraint, slots no finished hypothesis filled are empty (ids 0, score -inf) unless the
+    sentence finished none.
     `beam_size=1` is greedy decoding (as in T2T): scores are the summed log-probabilities.
   """
   if beam_size == 1:
     _check_arguments(batch_size, beam_size, vocab_size, max_decode_length)
     ids, scores = greedy_search(symbols_to_logits_fn, initial_cache, batch_size,
-                                max_decode_length, eos_id, decode_lengths)
+                                max_decode_length, eos_id, decode_lengths, constraint,
+                                constraint_state)
     return ids[:, None, :], scores[:, None]                      # [batch, 1, L], [batch, 1]
   return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
-                                  stop_early))
+                                  stop_early, constraint, constraint_state),
+                  fill_with_alive=constraint is None)

@@ -9,7 +9,8 @@ The callback is the one `beam_search` takes, with `batch` in place of `batch * b
     symbols_to_logits_fn(ids [batch] int32, step [] int32, cache) -> (logits [batch, vocab], cache)
 
 `ids` is the last token written (the start token 0 at step 0), `cache` a nested dict of tensors
-with the batch on axis 0. Everything is `keras.ops` with buffers preallocated to their final
+with the batch on axis 0. An optional constraint (`t2t_lite.decoding.constraints`) masks the
+tokens each sentence may write before the token is picked. Everything is `keras.ops` with buffers preallocated to their final
 shape, so the loop runs eagerly, inside `tf.function` (TensorFlow backend, e.g. in an exported
 SavedModel) and under `jax.jit`.
 
@@ -28,6 +29,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from t2t_lite.decoding.constraints import masked_logits
 from t2t_lite.token_ids import EOS_ID, START_ID
 
 NEG_INF = float("-inf")
@@ -40,6 +42,7 @@ class SamplingState(NamedTuple):
   log_probs: Any   # [batch] float32: sum of the model's log-probabilities of the written tokens
   finished: Any    # [batch] bool: wrote EOS or reached its length limit
   cache: Any       # nested dict, each tensor [batch, ...]
+  constraint: Any  # the constraint's state, each tensor [batch, ...] ({} without one)
 
 
 def decode_limits(decode_lengths, batch_size, max_decode_length):
@@ -66,11 +69,12 @@ def log_softmax(logits):
 
 
 def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick_fn,
-                  eos_id=EOS_ID, decode_lengths=None):
+                  eos_id=EOS_ID, decode_lengths=None, constraint=None, constraint_state=None):
   """Runs the decoding loop and returns the final `SamplingState` (with the number of steps run).
 
   Args:
-    pick_fn: `(logits [batch, vocab] float32, step [] int32) -> tokens [batch] int32`.
+    pick_fn: `(logits [batch, vocab] float32, step [] int32) -> tokens [batch] int32`; it gets
+      the logits with the tokens the constraint forbids at -inf.
     Other arguments: see `greedy_search`.
   """
   limits = decode_limits(decode_lengths, batch_size, max_decode_length)  # [batch]
@@ -80,14 +84,17 @@ def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
     last_ids = ops.take(state.ids, step, axis=1)                         # [batch]
     logits, cache = symbols_to_logits_fn(last_ids, step, state.cache)    # [batch, vocab]
     logits = ops.cast(logits, "float32")                                 # [batch, vocab]
-    tokens = ops.cast(pick_fn(logits, step), "int32")                    # [batch]
+    choices = masked_logits(logits, constraint, state.constraint, step)  # [batch, vocab]
+    tokens = ops.cast(pick_fn(choices, step), "int32")                   # [batch]
     tokens = ops.where(state.finished, 0, tokens)                        # [batch] PAD after EOS
     token_log_probs = ops.take_along_axis(
         log_softmax(logits), ops.expand_dims(tokens, 1), axis=1)[:, 0]   # [batch]
     log_probs = state.log_probs + ops.where(state.finished, 0.0, token_log_probs)  # [batch]
     finished = state.finished | (tokens == eos_id) | (step + 1 >= limits)          # [batch]
+    constraint_state = (constraint.update(state.constraint, tokens, step) if constraint is not None
+                        else state.constraint)
     return (SamplingState(step + 1, write_at(state.ids, step + 1, tokens), log_probs,
-                          finished, cache),)
+                          finished, cache, constraint_state),)
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.finished))
@@ -97,13 +104,23 @@ def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
       ids=ops.full((batch_size, max_decode_length + 1), START_ID, dtype="int32"),   # [batch, L+1]
       log_probs=ops.zeros((batch_size,), "float32"),                                # [batch]
       finished=ops.zeros((batch_size,), "bool"),                                    # [batch]
-      cache=initial_cache)
+      cache=initial_cache,
+      constraint=checked_constraint_state(constraint, constraint_state))
   (state,) = ops.while_loop(cond, body, (state,))
   return state
 
 
+def checked_constraint_state(constraint, constraint_state):
+  if constraint is None:
+    return {}
+  if constraint_state is None:
+    raise ValueError("a constraint needs its initial state: pass constraint_state= "
+                     "(constraint.initial_state(...), batch on axis 0)")
+  return constraint_state
+
+
 def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, eos_id=EOS_ID,
-                  decode_lengths=None):
+                  decode_lengths=None, constraint=None, constraint_state=None):
   """Greedy decoding: the most likely token at every step (T2T's `beam_size=1`).
 
   Args:
@@ -113,6 +130,7 @@ def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
     eos_id: the end-of-sentence id (T2T: 1).
     decode_lengths: optional int32 [batch]: each sentence's maximum output length, EOS
       included (input length + extra_length); a sentence that reaches it stops there.
+    constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`.
 
   Returns:
     ids [batch, max_decode_length] int32 (0 after EOS) and scores [batch] float32: the sum of
@@ -120,12 +138,13 @@ def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
   """
   pick = lambda logits, step: ops.argmax(logits, axis=-1)  # [batch]
   state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
-                        eos_id, decode_lengths)
+                        eos_id, decode_lengths, constraint, constraint_state)
   return state.ids[:, 1:], state.log_probs  # [batch, L], [batch]
 
 
 def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
-                    temperature=1.0, top_k=0, seed=None, eos_id=EOS_ID, decode_lengths=None):
+                    temperature=1.0, top_k=0, seed=None, eos_id=EOS_ID, decode_lengths=None,
+                    constraint=None, constraint_state=None):
   """Sampling from the model's distribution at `temperature`, optionally among the `top_k` best.
 
   `temperature=0` is greedy decoding (T2T's `sampling_temperature=0`). All random numbers are
@@ -145,7 +164,7 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
     raise ValueError(f"top_k must be >= 0 (0 keeps all tokens), got {top_k}")
   if temperature == 0:
     return greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
-                         eos_id, decode_lengths)
+                         eos_id, decode_lengths, constraint, constraint_state)
   uniform = keras.random.uniform((max_decode_length, batch_size), minval=1e-7, maxval=1.0,
                                  seed=seed)                              # [L, batch]
 
@@ -160,5 +179,5 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
     return ops.minimum(tokens, ops.shape(logits)[-1] - 1)                # [batch]
 
   state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
-                        eos_id, decode_lengths)
+                        eos_id, decode_lengths, constraint, constraint_state)
   return state.ids[:, 1:], state.log_probs  # [batch, L], [batch]

@@ -31,7 +31,7 @@ from t2t_lite.token_ids import EOS_ID, PAD_ID
 WIDTH_STEP = 8
 
 
-def make_search_fn(model, decode_hparams, max_position):
+def make_search_fn(model, decode_hparams, max_position, constraint=None):
   """Returns `search(source_ids [B, S] int32) -> (ids [B, beams, L] int32, scores [B, beams])`.
 
   `beams` is `beam_size` for beam search and 1 for greedy/sampling. Works in tf.function (and
@@ -39,6 +39,10 @@ def make_search_fn(model, decode_hparams, max_position):
   shapes): for S + extra_length positions when the width S is static, else for the longest
   allowed source (`source_limit`) + extra_length; each sentence still stops at its own
   source length + extra_length.
+
+  `constraint`: optional, a decoding constraint whose state depends on the source
+  (`initial_state(source_ids, decode_lengths)`, e.g. the parsing problems' `TreeConstraint`;
+  see `t2t_lite.decoding.constraints`).
   """
   dh = decode_hparams
   limit = source_limit(dh, max_position)
@@ -63,17 +67,23 @@ def make_search_fn(model, decode_hparams, max_position):
       logits, cache = model.decode_step(ids, step, join_cache(growing, fixed), **projection)
       return logits, split_cache(cache)[0]
 
+    constrained = {}
+    if constraint is not None:
+      constrained = {"constraint": constraint,
+                     "constraint_state": constraint.initial_state(source_ids, decode_lengths)}
     if dh.beam_size > 1:
       return search_lib.beam_search(
           symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
-          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths)
+          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained)
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
-          top_k=dh.top_k, seed=dh.seed, eos_id=EOS_ID, decode_lengths=decode_lengths)
+          top_k=dh.top_k, seed=dh.seed, eos_id=EOS_ID, decode_lengths=decode_lengths,
+          **constrained)
     else:
       ids, scores = sampling.greedy_search(symbols_to_logits, growing, batch, max_decode_length,
-                                           eos_id=EOS_ID, decode_lengths=decode_lengths)
+                                           eos_id=EOS_ID, decode_lengths=decode_lengths,
+                                           **constrained)
     return ops.expand_dims(ids, 1), ops.expand_dims(scores, 1)
 
   return search
@@ -138,10 +148,12 @@ class Translator:
     vocab: its vocabulary (`t2t_lite.data.vocab`: `encode`, `decode`).
     decode_hparams: beam size, length penalty, batch size, ... (`DecodeHParams`).
     warn: called with each input-policy warning (default: print to stderr).
+    constraint: optional, a source-dependent decoding constraint (see `make_search_fn`), e.g.
+      a parsing problem's `decode_constraint(vocab)`.
   """
 
   def __init__(self, model: keras.Model, vocab, decode_hparams: DecodeHParams,
-               warn: Callable[[str], None] | None = None):
+               warn: Callable[[str], None] | None = None, constraint=None):
     self.model = model
     self.vocab = vocab
     self.decode_hparams = decode_hparams
@@ -152,7 +164,7 @@ class Translator:
     # WIDTH_STEP and batches padded to batch_size, so a file needs only a few traces.
     # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; README, "Speed").
-    self._search = tf.function(make_search_fn(model, decode_hparams, max_position),
+    self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
 
   def translate_ids(self, sources: list[list[int] | None]) -> list[list[tuple[list[int], float]]]:
@@ -186,7 +198,10 @@ class Translator:
 
 def load_translator(output_dir: str, decode_hparams: DecodeHParams,
                     checkpoint_path: str | None = None) -> tuple[Translator, str]:
-  """A Translator of the model in `output_dir` (latest checkpoint, or `checkpoint_path`) and its
-  vocabulary. Returns (translator, checkpoint path)."""
+  """A Translator of the model in `output_dir` (latest checkpoint, or `checkpoint_path`), its
+  vocabulary and its problem's decoding constraint (unless `decode_hparams.constrained` is
+  false). Returns (translator, checkpoint path)."""
   _, model, path = model_dir.restore_model(output_dir, checkpoint_path)
-  return Translator(model, model_dir.load_vocab(output_dir), decode_hparams), path
+  vocab = model_dir.load_vocab(output_dir)
+  constraint = model_dir.decode_constraint(output_dir, vocab, decode_hparams)
+  return Translator(model, vocab, decode_hparams, constraint=constraint), path

@@ -26,10 +26,13 @@ from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
+DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
+
+
 class TranslationModule(tf.Module):
   """text [N] string -> {"translations": [N] string, "scores": [N] float32}."""
 
-  def __init__(self, model, tokenizer, decode_hparams):
+  def __init__(self, model, tokenizer, decode_hparams, constraint=None):
     super().__init__()
     # Track the model's variables, not the Keras model: a tracked Keras model would add a
     # serving signature of its own (teacher-forced, float inputs) to the SavedModel.
@@ -38,7 +41,7 @@ class TranslationModule(tf.Module):
     self.vocab_size = model.vocab_size
     max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
-    self._search = make_search_fn(model, decode_hparams, max_position)
+    self._search = make_search_fn(model, decode_hparams, max_position, constraint)
     self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
 
   def _serve(self, text):
@@ -62,8 +65,10 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   """Exports the model in `output_dir` to `export_dir/<version>`; returns that path.
 
   Args:
-    decode_hparams: beam size, alpha and extra length fixed into the graph (default:
-      `DecodeHParams()`, the paper's beam 4, alpha 0.6, extra length 50).
+    decode_hparams: beam size, alpha, extra length and the problem's decoding constraint
+      (parsing) fixed into the graph (default: the problem's decode defaults: the paper's beam
+      4, alpha 0.6, extra length 50 for translation; beam 21, alpha 0.3, +300 for parsing).
+      They are written to `<version>/assets.extra/decode_hparams.json`.
     checkpoint_path: default: the latest checkpoint of `output_dir`.
     version: the numeric folder name (default: seconds since the epoch, as TF Serving expects
       increasing numbers).
@@ -80,11 +85,19 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   if tokenizer is None:
     raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
                      "(SentencePiece) problems can be exported as text-in/text-out models")
-  module = TranslationModule(model, tokenizer, decode_hparams or DecodeHParams())
+  if decode_hparams is None:
+    decode_hparams = model_dir.decode_defaults(
+        model_dir.find_problem(model_dir.read_record(output_dir)["problem"]))
+  module = TranslationModule(model, tokenizer, decode_hparams,
+                             model_dir.decode_constraint(output_dir, vocab, decode_hparams))
   os.makedirs(export_dir, exist_ok=True)
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
+    # What the graph decodes with, for people and tools (TF Serving ignores assets.extra).
+    os.makedirs(os.path.join(tmp, "assets.extra"))
+    with open(os.path.join(tmp, "assets.extra", DECODE_HPARAMS_FILE), "w", encoding="utf-8") as f:
+      f.write(decode_hparams.to_json())
     os.replace(tmp, final)
   finally:
     if os.path.exists(tmp):

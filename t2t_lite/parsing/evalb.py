@@ -161,23 +161,43 @@ def evaluate(gold_trees, test_trees):
 
 @dataclasses.dataclass
 class DecodedScores:
-  """`evaluate_linearized`'s result: EVALB scores and how many decoded trees needed repair."""
+  """`evaluate_linearized`'s result: EVALB scores, how many decoded trees had exactly one leaf
+  per word as decoded (before any repair), and how many needed repair (and which repairs)."""
   evalb: EvalbResult
   repaired: int
   repairs: collections.Counter
+  leaf_count_right: int = 0
+  trees: list = dataclasses.field(default_factory=list, repr=False)   # the (repaired) trees
 
   def __str__(self):
     kinds = ", ".join(f"{kind} {n}" for kind, n in self.repairs.most_common()) or "none"
+    total = self.evalb.all.sentences
     return (f"all sentences:   {self.evalb.all}\n"
             f"<= {CUTOFF_LENGTH} words:     {self.evalb.short}\n"
-            f"trees repaired: {self.repaired} of {self.evalb.all.sentences} ({kinds})")
+            f"leaf count right before repair: {self.leaf_count_right} of {total}"
+            f" ({100.0 * self.leaf_count_right / max(total, 1):.1f}%)\n"
+            f"trees repaired: {self.repaired} of {total} ({kinds})")
+
+
+def with_tags(tree, tags):
+  """A copy of `tree` whose preterminals carry `tags` (e.g. the gold tags), left to right."""
+  tags = iter(tags)
+
+  def copy(node):
+    if node.is_preterminal:
+      return Tree(next(tags), node.children)
+    return Tree(node.label, [copy(child) for child in node.children])
+
+  return copy(tree)
 
 
 def evaluate_linearized(decoded_lines, gold_trees):
   """Scores decoded linearized trees (one per gold tree, same order) against the gold trees.
 
   Each line is repaired and given the gold words (`linearize.tree_from_linearized`); a line
-  with tab-separated beams (`return_beams`) is scored by its first beam.
+  with tab-separated beams (`return_beams`) is scored by its first beam. Any linearization
+  reads back (a leaf is any token that is not a bracket). The returned trees carry the gold
+  tags, so they can be written in PTB format and scored by the real EVALB too.
 
   Raises:
     ValueError: the number of lines differs from the number of gold trees.
@@ -187,11 +207,16 @@ def evaluate_linearized(decoded_lines, gold_trees):
     raise ValueError(f"{len(decoded_lines)} decoded lines for {len(gold_trees)} gold trees; "
                      "decode the inputs of the same split, one line per sentence, in order")
   repairs = collections.Counter()
-  repaired = 0
+  repaired = leaf_count_right = 0
   test_trees = []
   for line, gold in zip(decoded_lines, gold_trees):
-    result = linearize_lib.tree_from_linearized(line.split("\t")[0], gold.leaves())
+    first_beam = line.split("\t")[0]
+    gold_pos = gold.pos()
+    leaves = [t for t in first_beam.split() if not t.startswith(("(", ")"))]
+    leaf_count_right += len(leaves) == len(gold_pos)
+    result = linearize_lib.tree_from_linearized(first_beam, [w for _, w in gold_pos])
     repaired += result.repaired
     repairs.update(result.repairs)
-    test_trees.append(result.tree)
-  return DecodedScores(evaluate(gold_trees, test_trees), repaired, repairs)
+    test_trees.append(with_tags(result.tree, [tag for tag, _ in gold_pos]))
+  return DecodedScores(evaluate(gold_trees, test_trees), repaired, repairs, leaf_count_right,
+                       test_trees)

@@ -1,13 +1,18 @@
 """Trees as token sequences (the model's targets) and decoded sequences back into trees.
 
-The format (Vinyals & Kaiser et al. 2014, "Grammar as a foreign language", with part-of-speech
-tags collapsed): an opening bracket glued to its label, one `XX` per word, a plain closing
-bracket, tokens separated by single spaces. The words themselves are not in the target; they
-are the input.
+The format: an opening bracket glued to its label, one leaf token per word, a plain closing
+bracket, tokens separated by single spaces. Three linearizations differ in the leaf token:
 
-    (S (NP (NNP Vinken)) (VP (VBZ is) (NP (NN chairman))) (. .))
-    -> inputs  "Vinken is chairman ."
-    -> targets "(S (NP XX ) (VP XX (NP XX ) ) XX )"
+    (S (NP (NNP Vinken)) (VP (VBZ is) (NP (NN chairman))) (. .))     inputs "Vinken is chairman ."
+
+    "xx"     (S (NP XX ) (VP XX (NP XX ) ) XX )                Vinyals & Kaiser et al. 2014
+    "tags"   (S (NP NNP ) (VP VBZ (NP NN ) ) . )               T2T's wsj_parsing (real tags)
+    "words"  (S (NP Vinken ) (VP is (NP chairman ) ) . )        the words themselves
+
+"xx" collapses the part-of-speech tags (Vinyals et al.'s setting, and the paper's); "tags" keeps
+them, as T2T's `wsj_parsing` data generator does (it writes `/NP` for a closing bracket, which
+carries no information our `)` lacks); "words" puts the input words at the leaves, so the
+decoder sees what it has attached so far and its leaves are a copy of the input.
 
 Plain `)` rather than Vinyals' labelled `)NP`: the label of a closing bracket is implied by the
 bracket it closes, and fewer symbols make shorter, easier targets. `tree_from_linearized`
@@ -38,15 +43,25 @@ from t2t_lite.parsing.trees import Tree
 POS_PLACEHOLDER = "XX"
 DEFAULT_ROOT = "S"
 UNKNOWN_LABEL = "X"
+LINEARIZATIONS = ("xx", "tags", "words")
 
 
-def linearize(tree, pos_placeholder=POS_PLACEHOLDER):
-  """`(S (NP (NNP Vinken)) (. .))` -> `"(S (NP XX ) XX )"` (the words are dropped)."""
+def check_linearization(linearization):
+  if linearization not in LINEARIZATIONS:
+    raise ValueError(f"unknown linearization {linearization!r}; use one of "
+                     f"{', '.join(LINEARIZATIONS)} (see t2t_lite.parsing.linearize)")
+
+
+def linearize(tree, linearization="xx", pos_placeholder=POS_PLACEHOLDER):
+  """`(S (NP (NNP Vinken)) (. .))` -> `"(S (NP XX ) XX )"` ("xx"), `"(S (NP NNP ) . )"` ("tags")
+  or `"(S (NP Vinken ) . )"` ("words")."""
+  check_linearization(linearization)
   tokens = []
 
   def visit(node):
     if node.is_preterminal:
-      tokens.append(pos_placeholder)
+      tokens.append({"xx": pos_placeholder, "tags": node.label,
+                     "words": node.children[0]}[linearization])
       return
     tokens.append("(" + node.label)
     for child in node.children:
@@ -57,9 +72,9 @@ def linearize(tree, pos_placeholder=POS_PLACEHOLDER):
   return " ".join(tokens)
 
 
-def text_pair(tree):
+def text_pair(tree, linearization="xx"):
   """(inputs, targets) of a cleaned tree: the words space-joined, the linearized tree."""
-  return " ".join(tree.leaves()), linearize(tree)
+  return " ".join(tree.leaves()), linearize(tree, linearization)
 
 
 @dataclasses.dataclass
@@ -78,16 +93,19 @@ class _Node:
 
   def __init__(self, label):
     self.label = label
-    self.children = []   # _Node, or None for a leaf
+    self.children = []   # _Node, or a leaf: None, or its tag (a str) with leaf_tags
 
 
-def tree_from_linearized(text, words, pos_placeholder=POS_PLACEHOLDER):
+def tree_from_linearized(text, words, pos_placeholder=POS_PLACEHOLDER, leaf_tags=False):
   """A linearized (decoded) tree with the input words restored at its leaves.
 
   Args:
     text: e.g. "(S (NP XX ) (VP XX ) XX )"; malformed sequences are repaired (module docstring).
+      Any token that is not a bracket is a leaf, so every linearization reads back.
     words: the input words (a list, or the input line).
     pos_placeholder: the tag given to every leaf.
+    leaf_tags: the leaf tokens are part-of-speech tags (the "tags" linearization): each word
+      gets its leaf token as its tag (leaves appended by a repair get `pos_placeholder`).
 
   Returns:
     `Delinearized(tree, repairs)`; `tree.leaves() == words`.
@@ -115,11 +133,11 @@ def tree_from_linearized(text, words, pos_placeholder=POS_PLACEHOLDER):
       elif "unmatched" not in repairs:
         repairs.append("unmatched")
     else:
-      stack[-1].children.append(None)
+      stack[-1].children.append(token if leaf_tags else None)
   if len(stack) > 1:
     repairs.append("unclosed")
 
-  constituents = [c for c in top.children if c is not None]
+  constituents = [c for c in top.children if not _is_leaf(c)]
   if not constituents:
     root = _Node(DEFAULT_ROOT)
     root.children = top.children
@@ -149,8 +167,12 @@ def tree_from_linearized(text, words, pos_placeholder=POS_PLACEHOLDER):
   return Delinearized(tree, tuple(repairs))
 
 
+def _is_leaf(child):
+  return not isinstance(child, _Node)
+
+
 def _count_leaves(node):
-  return sum(1 if c is None else _count_leaves(c) for c in node.children)
+  return sum(1 if _is_leaf(c) else _count_leaves(c) for c in node.children)
 
 
 def _drop_last_leaves(node, count):
@@ -159,7 +181,7 @@ def _drop_last_leaves(node, count):
     if count == 0:
       break
     child = node.children[i]
-    if child is None:
+    if _is_leaf(child):
       del node.children[i]
       count -= 1
     else:
@@ -168,14 +190,14 @@ def _drop_last_leaves(node, count):
 
 
 def _has_empty(node):
-  return any(c is not None and (_count_leaves(c) == 0 or _has_empty(c)) for c in node.children)
+  return any(not _is_leaf(c) and (_count_leaves(c) == 0 or _has_empty(c)) for c in node.children)
 
 
 def _build(node, words, pos_placeholder):
   children = []
   for child in node.children:
-    if child is None:
-      children.append(Tree(pos_placeholder, [next(words)]))
+    if _is_leaf(child):
+      children.append(Tree(child or pos_placeholder, [next(words)]))
     else:
       built = _build(child, words, pos_placeholder)
       if built is not None:
