@@ -39,11 +39,18 @@ def numpy_tree(state):
 # ---------------------------------------------------------------- an independent tree checker
 
 
-def is_tree(tokens, leaves):
+def is_tree(tokens, leaves, max_open_run=99, max_depth=99):
   """True if `tokens` is one bracketed tree (OPEN child+ CLOSE, a child a tree or a leaf) whose
-  leaves, left to right, are `leaves`. Written without the constraint's state machine."""
+  leaves, left to right, are `leaves`, with at most `max_open_run` brackets opened between two
+  leaves and `max_depth` open at once. Written without the constraint's state machine."""
   position = 0
   found = []
+  depth = run = 0
+  for token in tokens:
+    depth += (token in OPENS) - (token in CLOSES)
+    run = run + 1 if token in OPENS else (0 if token not in CLOSES else run)
+    if depth > max_depth or run > max_open_run:
+      return False
 
   def tree():
     nonlocal position
@@ -111,6 +118,17 @@ def test_tree_constraint_allows_exactly_the_trees_with_one_leaf_per_word(words, 
                 if is_tree(seq, [XX] * words)}
   assert allowed == every_tree
   assert len(every_tree) > 5 * words                 # unary chains, both labels, nesting
+
+
+@pytest.mark.parametrize("max_open_run, max_depth", [(1, 9), (2, 9), (9, 2), (2, 3)])
+def test_tree_constraint_bounds_brackets_in_a_row_and_depth(max_open_run, max_depth):
+  constraint = TreeConstraint(VOCAB, OPENS, CLOSES, leaf_ids=[XX], word_start_ids=[WORD],
+                              max_open_run=max_open_run, max_depth=max_depth)
+  allowed = reachable_outputs(constraint, [WORD, WORD, EOS], 9)
+  every_tree = {seq for length in range(1, 9)
+                for seq in itertools.product(OPENS + CLOSES + (XX,), repeat=length)
+                if is_tree(seq, [XX] * 2, max_open_run, max_depth)}
+  assert allowed == every_tree and every_tree
 
 
 @pytest.mark.parametrize("source, limit", [([WORD, CONT, WORD2], 9), ([WORD, WORD2, CONT, CONT], 9),

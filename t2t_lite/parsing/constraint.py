@@ -7,6 +7,7 @@ the logits to the tokens this state allows before it ranks candidates (see
     depth      open brackets                       placed     leaves written so far
     has_child  the innermost open bracket has one   started    the root bracket was opened
     total      leaves the input needs              limit      the sentence's output length limit
+    run        brackets opened since the last leaf
 
 and the rules, which hold by construction for every output (greedy, beam or sampled):
 
@@ -20,7 +21,11 @@ and the rules, which hold by construction for every output (greedy, beam or samp
 - EOS only after the root has closed over every leaf;
 - a token is allowed only if the rest still fits in the sentence's length limit: after it, the
   leaves still to write, one `)` per open bracket and EOS must fit (so every hypothesis can
-  always finish; none is cut off half built).
+  always finish; none is cut off half built);
+- at most `max_open_run` brackets open in a row (between two leaves) and at most `max_depth`
+  are open at once. Treebank trees stay far below the defaults (the WSJ sample: 6 in a row,
+  depth 28), but a model that is unsure of the next word may prefer opening yet another bracket
+  to every allowed leaf or `)`, and without a bound it can do so until the length limit.
 
 All of it is `keras.ops` on small integer states and [vocab] lookup tables, so it runs inside the
 XLA search loop, a SavedModel's graph and `jax.jit`. Example (ids of a toy vocabulary):
@@ -38,6 +43,8 @@ from keras import ops
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 SPACE_PIECE = "\u2581"           # sentencepiece's mark of a preceding space: a word's first piece
+MAX_OPEN_RUN = 8
+MAX_DEPTH = 48
 
 
 def _table(vocab_size, ids):
@@ -59,10 +66,15 @@ class TreeConstraint:
       source's word count is its number of such pieces, and with leaf_ids None a bracket may
       only come before such a piece.
     eos_id: the end-of-sequence id.
+    max_open_run: most brackets opened in a row, without a leaf between them.
+    max_depth: most brackets open at once.
   """
 
-  def __init__(self, vocab_size, open_ids, close_ids, leaf_ids, word_start_ids, eos_id=EOS_ID):
+  def __init__(self, vocab_size, open_ids, close_ids, leaf_ids, word_start_ids, eos_id=EOS_ID,
+               max_open_run=MAX_OPEN_RUN, max_depth=MAX_DEPTH):
     self.vocab_size = vocab_size
+    self.max_open_run = max_open_run
+    self.max_depth = max_depth
     self.copy = leaf_ids is None
     self.is_open = _table(vocab_size, open_ids)
     self.is_close = _table(vocab_size, close_ids)
@@ -78,7 +90,7 @@ class TreeConstraint:
                        f"{np.flatnonzero(overlap).tolist()}")
 
   @classmethod
-  def for_vocab(cls, vocab, linearization, leaf_symbols=()):
+  def for_vocab(cls, vocab, linearization, leaf_symbols=(), **kwargs):
     """The constraint for a subword vocabulary whose tree tokens are whole pieces.
 
     Args:
@@ -97,7 +109,8 @@ class TreeConstraint:
         raise ValueError(f"leaf symbols {missing} are not whole pieces of the vocabulary")
       leaf_ids = [index[SPACE_PIECE + s] for s in leaf_symbols]
     word_start_ids = [i for i, p in enumerate(pieces) if p.startswith(SPACE_PIECE)]
-    return cls(vocab.vocab_size, open_ids, close_ids, leaf_ids, word_start_ids, vocab.eos_id)
+    return cls(vocab.vocab_size, open_ids, close_ids, leaf_ids, word_start_ids, vocab.eos_id,
+               **kwargs)
 
   # ---- the interface of t2t_lite.decoding.constraints
 
@@ -119,7 +132,7 @@ class TreeConstraint:
       starts = ops.take(ops.convert_to_tensor(self.is_word_start), source_ids)   # [b, S]
       total = ops.sum(ops.cast(ops.logical_and(tokens, starts), "int32"), axis=1)  # [b]
     zeros = ops.zeros_like(total)
-    state = {"depth": zeros, "placed": zeros, "total": total,
+    state = {"depth": zeros, "placed": zeros, "total": total, "run": zeros,
              "limit": ops.cast(ops.reshape(decode_lengths, (-1,)), "int32"),
              "has_child": ops.zeros_like(total, "bool"),
              "started": ops.zeros_like(total, "bool")}
@@ -149,7 +162,8 @@ class TreeConstraint:
     between_words = ops.logical_not(mid_word)
     # After the token: leaves still to write, one ")" per open bracket, and EOS must fit.
     open_ok = (ops.logical_not(root_closed) & between_words & (left >= 1) &
-               (left + depth + 2 <= after))
+               (left + depth + 2 <= after) & (state["run"] < self.max_open_run) &
+               (depth < self.max_depth))
     close_ok = ((depth >= 1) & state["has_child"] & between_words &
                 ((depth > 1) | (left == 0)) & (left + depth <= after))
     leaf_ok = (depth >= 1) & (left >= 1) & (left + depth <= after)
@@ -182,6 +196,7 @@ class TreeConstraint:
     new = dict(state)
     new["depth"] = state["depth"] + as_int(is_open) - as_int(is_close)
     new["placed"] = state["placed"] + as_int(is_leaf)
+    new["run"] = ops.where(is_leaf, 0, state["run"] + as_int(is_open))
     new["has_child"] = ops.where(is_open, False, state["has_child"] | is_close | is_leaf)
     new["started"] = state["started"] | is_open
     return new
