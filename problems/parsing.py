@@ -108,7 +108,7 @@ class ParsingEnglishPtb(Problem):
 
   def decode_constraint(self, vocab):
     """Only well-formed trees with one leaf per input word (`TreeConstraint`)."""
-    return TreeConstraint.for_vocab(vocab, self.linearization, self.leaf_symbols())
+    return TreeConstraint.for_vocab(vocab, self.linearization)
 
   # --- Vocabulary. -------------------------------------------------------------------------------
 

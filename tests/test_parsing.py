@@ -418,13 +418,13 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
   import numpy as np
   import tensorflow as tf
   from t2t_lite.data.vocab import strip_ids
-  from t2t_lite.decoding.translate import make_search_fn
-  from t2t_lite.hparams import DecodeHParams
+  from t2t_lite.decoding.translator import make_search_fn
+  from t2t_lite.hparams import DecodeHParams, ModelConfig
   from t2t_lite.models.transformer import Transformer
   problem, vocab = variant
   tf.keras.utils.set_random_seed(0)
-  model = Transformer(vocab_size=vocab.vocab_size, hidden_size=32, filter_size=64, num_heads=4,
-                      num_encoder_layers=1, num_decoder_layers=1)
+  model = Transformer(ModelConfig(hidden_size=32, filter_size=64, num_heads=4,
+                                  num_encoder_layers=1, num_decoder_layers=1), vocab.vocab_size)
   model.build()
   pairs = problem.text_pairs("dev")[:6]
   sources = [vocab.encode(source) + [1] for source, _ in pairs]
@@ -446,3 +446,34 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
         if problem.linearization == "words":
           assert [t for t in decoded.split() if not t.startswith(("(", ")"))] == source.split()
     assert (repaired == 0) == constrained
+
+
+def test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint(ptb, tmp_path):
+  """A parsing model exported with no --decode_hparams decodes with the problem's defaults
+  (beam 21, alpha 0.3, +300, constrained) in the SavedModel graph: they are recorded beside it,
+  and its outputs are well-formed trees over the input even for a barely trained model."""
+  import json
+
+  import tensorflow as tf
+
+  from conftest import TINY_TEST_HPARAMS
+  from t2t_lite.bin import exporter as exporter_cli
+  from t2t_lite.hparams import get_hparams
+  from t2t_lite.problems import get_problem
+  from t2t_lite.training.train_loop import train_and_evaluate
+  problem = get_problem("parsing_english_ptb8k_tags", raw_data_dir=ptb)
+  model = str(tmp_path / "model")
+  train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS + ",max_length=512"),
+                     model, str(tmp_path / "data"), train_steps=2, eval_steps=0,
+                     save_checkpoints_steps=2, flags={"raw_data_dir": ptb})
+  assert exporter_cli.main([f"--output_dir={model}", f"--export_dir={tmp_path / 'export'}",
+                            "--version=3"]) == 0
+  recorded = json.loads((tmp_path / "export" / "3" / "assets.extra" / "decode_hparams.json").read_text())
+  assert recorded == json.loads(problem.default_decode_hparams().to_json())
+  assert (recorded["beam_size"], recorded["alpha"], recorded["extra_length"],
+          recorded["constrained"]) == (21, 0.3, 300, True)
+  serve = tf.saved_model.load(str(tmp_path / "export" / "3")).signatures["serving_default"]
+  sentences = [source for source, _ in problem.text_pairs("dev")[:3]]
+  trees = [t.decode() for t in serve(text=tf.constant(sentences))["translations"].numpy()]
+  for sentence, tree in zip(sentences, trees):
+    assert linearize.tree_from_linearized(tree, sentence, leaf_tags=True).repairs == (), tree

@@ -119,6 +119,15 @@ class SubwordVocab:
   def id_to_piece(self, ids):
     return [self._processor.id_to_piece(int(i)) for i in ids]
 
+  def user_defined_pieces(self):
+    """{piece: id} of the pieces given as `user_defined_symbols` when the vocabulary was built
+    (always whole pieces; parsing's tree tokens)."""
+    from sentencepiece import sentencepiece_model_pb2  # pylint: disable=import-outside-toplevel
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(self.model_proto)
+    user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
+    return {p.piece: i for i, p in enumerate(model.pieces) if p.type == user_defined}
+
 
 class SymbolTokenizer(tf.Module):
   """In-graph tokenizer of the algorithmic problems: "3 7 2" <-> [3, 7, 2]."""

@@ -10,9 +10,9 @@ The callback is the one `beam_search` takes, with `batch` in place of `batch * b
 
 `ids` is the last token written (the start token 0 at step 0), `cache` a nested dict of tensors
 with the batch on axis 0. An optional constraint (`t2t_lite.decoding.constraints`) masks the
-tokens each sentence may write before the token is picked. Everything is `keras.ops` with buffers preallocated to their final
-shape, so the loop runs eagerly, inside `tf.function` (TensorFlow backend, e.g. in an exported
-SavedModel) and under `jax.jit`.
+tokens each sentence may write before the token is picked. Everything is `keras.ops` with
+buffers preallocated to their final shape, so the loop runs eagerly, inside `tf.function`
+(TensorFlow backend, e.g. in an exported SavedModel) and under `jax.jit`.
 
 Example, a "model" that always prefers token 2 and then EOS (1):
 

@@ -90,24 +90,29 @@ class TreeConstraint:
                        f"{np.flatnonzero(overlap).tolist()}")
 
   @classmethod
-  def for_vocab(cls, vocab, linearization, leaf_symbols=(), **kwargs):
-    """The constraint for a subword vocabulary whose tree tokens are whole pieces.
+  def for_vocab(cls, vocab, linearization, **kwargs):
+    """The constraint for a subword vocabulary whose tree tokens are user-defined pieces.
 
     Args:
-      vocab: a `SubwordVocab` (`id_to_piece`, `vocab_size`).
-      linearization: "xx", "tags" or "words".
-      leaf_symbols: the leaf tokens of "xx" / "tags" (`["XX"]`, or the tags).
+      vocab: a `SubwordVocab` built with the tree tokens as `user_defined_symbols`: the opening
+        brackets "\u2581(LABEL", the closing "\u2581)", and for "xx" / "tags" the leaf symbols
+        (every other user-defined piece).
+      linearization: "xx", "tags" or "words" (`t2t_lite.parsing.linearize`).
+      **kwargs: `max_open_run`, `max_depth`.
     """
-    pieces = vocab.id_to_piece(list(range(vocab.vocab_size)))
-    open_ids = [i for i, p in enumerate(pieces) if p.startswith(SPACE_PIECE + "(") and len(p) > 2]
-    close_ids = [pieces.index(SPACE_PIECE + ")")]
+    tree_tokens = vocab.user_defined_pieces()
+    if SPACE_PIECE + ")" not in tree_tokens:
+      raise ValueError("the vocabulary has no whole piece for ')': build it with the tree tokens "
+                       "as user_defined_symbols (see problems/parsing.py)")
+    open_ids = [i for p, i in tree_tokens.items() if p.startswith(SPACE_PIECE + "(") and len(p) > 2]
+    close_ids = [tree_tokens[SPACE_PIECE + ")"]]
     leaf_ids = None
     if linearization != "words":
-      index = {p: i for i, p in enumerate(pieces)}
-      missing = [s for s in leaf_symbols if SPACE_PIECE + s not in index]
-      if missing:
-        raise ValueError(f"leaf symbols {missing} are not whole pieces of the vocabulary")
-      leaf_ids = [index[SPACE_PIECE + s] for s in leaf_symbols]
+      leaf_ids = sorted(set(tree_tokens.values()) - set(open_ids) - set(close_ids))
+      if not leaf_ids:
+        raise ValueError(f"the vocabulary has no leaf symbols for the {linearization!r} "
+                         "linearization")
+    pieces = vocab.id_to_piece(range(vocab.vocab_size))
     word_start_ids = [i for i, p in enumerate(pieces) if p.startswith(SPACE_PIECE)]
     return cls(vocab.vocab_size, open_ids, close_ids, leaf_ids, word_start_ids, vocab.eos_id,
                **kwargs)

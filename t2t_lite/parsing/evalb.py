@@ -30,7 +30,7 @@ import collections
 import dataclasses
 
 from t2t_lite.parsing import linearize as linearize_lib
-from t2t_lite.parsing.trees import ROOT_LABELS
+from t2t_lite.parsing.trees import ROOT_LABELS, Tree
 
 PUNCTUATION_TAGS = frozenset({",", ":", "``", "''", "."})
 DELETED_TAGS = PUNCTUATION_TAGS | {"-NONE-"}
