@@ -47,6 +47,11 @@ class ModelConfig:
   relu_dropout: float = 0.1
   position_encoding: str = "sinusoid"      # "sinusoid" or "learned" (Table 3 row E)
   max_position: int = 1024                 # longest position the model can see
+  # T2T's embedding sharing: one matrix for the source and target embeddings and the pre-softmax
+  # projection (the paper, section 3.4), or, when false, a softmax matrix of its own and
+  # source/target embeddings apart unless `shared_embedding`.
+  shared_embedding_and_softmax_weights: bool = True
+  shared_embedding: bool = False           # with the above false: source and target share one
 
   def __post_init__(self):
     self.validate()

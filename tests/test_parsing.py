@@ -334,14 +334,30 @@ def test_default_decode_hparams_are_the_papers(problem, small_vocab):
   assert problem.default_decode_hparams() == DecodeHParams(beam_size=21, alpha=0.3,
                                                            extra_length=300)
   longest_dev_input = max(len(small_vocab.encode(s)) for s, _ in problem.text_pairs("dev"))
-  for name in ("transformer_parsing_big", "transformer_parsing_cpu"):
+  for name in ("transformer_parsing_base", "transformer_parsing_big", "transformer_parsing_cpu"):
     hparams = get_hparams(name)
     assert longest_dev_input + 300 <= hparams.max_position
     assert hparams.max_length == 512
-  big = get_hparams("transformer_parsing_big")
-  assert (big.num_encoder_layers, big.num_decoder_layers, big.hidden_size, big.num_heads,
-          big.filter_size, big.layer_prepostprocess_dropout, big.attention_dropout) == \
-      (4, 4, 1024, 16, 4096, 0.2, 0.2)
+
+
+def test_parsing_sets_are_t2ts_value_for_value():
+  """tensor2tensor/models/transformer.py: transformer_parsing_base and transformer_parsing_big."""
+  from t2t_lite.hparams import get_hparams
+  base, big = get_hparams("transformer_base"), get_hparams("transformer_big")
+  assert get_hparams("transformer_parsing_base") == base.replace(
+      attention_dropout=0.2, layer_prepostprocess_dropout=0.2, max_length=512,
+      learning_rate_warmup_steps=16000, hidden_size=1024,
+      shared_embedding_and_softmax_weights=False, eval_bleu_examples=0)
+  parsing_base = get_hparams("parsing_base")
+  assert (parsing_base.num_encoder_layers, parsing_base.num_heads, parsing_base.filter_size,
+          parsing_base.relu_dropout, parsing_base.learning_rate_constant) == (6, 8, 2048, 0.1, 2.0)
+  assert get_hparams("transformer_parsing_big") == big.replace(
+      max_length=512, learning_rate_warmup_steps=4000, layer_prepostprocess_dropout=0.1,
+      batch_size=2048, eval_bleu_examples=0)
+  parsing_big = get_hparams("parsing_big")
+  assert (parsing_big.num_encoder_layers, parsing_big.hidden_size, parsing_big.num_heads,
+          parsing_big.filter_size, parsing_big.attention_dropout,
+          parsing_big.shared_embedding_and_softmax_weights) == (6, 1024, 16, 4096, 0.1, True)
   cpu = get_hparams("parsing_cpu")
   assert (cpu.hidden_size, cpu.num_encoder_layers, cpu.num_decoder_layers) == (256, 3, 3)
 
@@ -463,7 +479,9 @@ def test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint
   from t2t_lite.training.train_loop import train_and_evaluate
   problem = get_problem("parsing_english_ptb8k_tags", raw_data_dir=ptb)
   model = str(tmp_path / "model")
-  train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS + ",max_length=512"),
+  hparams = get_hparams("transformer_tiny", TINY_TEST_HPARAMS + ",max_length=512,"
+                        "shared_embedding_and_softmax_weights=false")   # T2T parsing_base's
+  train_and_evaluate(problem, hparams,
                      model, str(tmp_path / "data"), train_steps=2, eval_steps=0,
                      save_checkpoints_steps=2, flags={"raw_data_dir": ptb})
   assert exporter_cli.main([f"--output_dir={model}", f"--export_dir={tmp_path / 'export'}",

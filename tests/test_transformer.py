@@ -81,6 +81,35 @@ def test_decoder_output_is_the_call_before_the_shared_projection():
   np.testing.assert_allclose(decoder_output @ table.T, logits_of(model), rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("shared_embedding", [False, True])
+def test_separate_embeddings_and_softmax_as_t2t_without_shared_weights(shared_embedding):
+  """shared_embedding_and_softmax_weights=false: a softmax matrix of its own, and the target
+  embedding apart from the source one unless shared_embedding; each used where it belongs."""
+  model = tiny_model(shared_embedding_and_softmax_weights=False, shared_embedding=shared_embedding)
+  paths = sorted(v.path.split("/", 1)[-1] for v in model.weights if "embedding" in v.path
+                 or v.path.split("/")[1] == "softmax")
+  expected = ["input_embedding/embeddings", "softmax/embeddings"] + \
+      ([] if shared_embedding else ["target_embedding/embeddings"])
+  assert paths == expected
+  assert (model.target_embedding is model.embedding) == shared_embedding
+  assert model.softmax is not model.embedding
+  decoder_output = to_np(model.decoder_output({"inputs": SOURCE, "targets": TARGETS}))
+  softmax = to_np(model.softmax.embeddings)
+  np.testing.assert_allclose(decoder_output @ softmax.T, logits_of(model), rtol=1e-5, atol=1e-5)
+  if not shared_embedding:
+    # The source side reads only the input embedding; the target side (teacher forced and
+    # step by step alike) only the target one.
+    memory, before = to_np(model.encode(SOURCE)[0]), logits_of(model)
+    table = to_np(model.target_embedding.embeddings)
+    model.target_embedding.embeddings.assign(table + np.random.default_rng(0).normal(size=table.shape))
+    np.testing.assert_allclose(to_np(model.encode(SOURCE)[0]), memory, atol=1e-6)
+    assert not np.allclose(logits_of(model), before, atol=1e-3)
+    np.testing.assert_allclose(decode_teacher_forced(model, SOURCE, TARGETS), logits_of(model),
+                               atol=1e-4)
+  restored = Transformer.from_config(model.get_config())
+  assert restored.config.shared_embedding_and_softmax_weights is False
+
+
 def test_future_target_tokens_never_change_earlier_outputs():
   model = tiny_model()
   base = logits_of(model)

@@ -26,7 +26,8 @@ from t2t_lite.token_ids import PAD_ID, START_ID
 @registry.models.register
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class Transformer(keras.Model):
-  """Encoder-decoder Transformer with one shared embedding / softmax matrix (paper section 3).
+  """Encoder-decoder Transformer with one shared embedding / softmax matrix (paper section 3),
+  or T2T's separate ones (`shared_embedding_and_softmax_weights=false`, e.g. its parsing set).
 
   Args:
     config: a `t2t_lite.hparams.ModelConfig` (an HParams is one: `get_hparams("big")`), the
@@ -66,8 +67,17 @@ class Transformer(keras.Model):
     checks.check_positive_int("vocab_size", vocab_size)
     self.config = config = ModelConfig.of(config)
     self.vocab_size = vocab_size
-    self.embedding = SharedEmbedding(vocab_size, config.hidden_size, dtype=self.dtype_policy,
-                                     name="shared_embedding")
+    # One matrix for source, target and softmax (the paper), or T2T's separate ones.
+    embedding = lambda name: SharedEmbedding(vocab_size, config.hidden_size,  # noqa: E731
+                                             dtype=self.dtype_policy, name=name)
+    self._target_embedding = self._softmax = None
+    if config.shared_embedding_and_softmax_weights:
+      self.embedding = embedding("shared_embedding")
+    else:
+      self.embedding = embedding("input_embedding")
+      if not config.shared_embedding:
+        self._target_embedding = embedding("target_embedding")
+      self._softmax = embedding("softmax")
     if config.position_encoding == "sinusoid":
       self.position = SinusoidalPositionEncoding(dtype=self.dtype_policy, name="position")
     else:
@@ -80,16 +90,29 @@ class Transformer(keras.Model):
   def build(self, input_shape=None):
     """Creates every weight; shapes depend only on the constructor arguments."""
     hidden_shape = (None, None, self.config.hidden_size)
-    self.embedding.build()
+    for layer in {id(e): e for e in (self.embedding, self.target_embedding, self.softmax)}.values():
+      layer.build()
     self.position.build(hidden_shape)
     self.encoder.build(hidden_shape)
     self.decoder.build(hidden_shape)
 
   # Embedding (paper sections 3.4, 3.5).
 
-  def _embed(self, ids, training, start_index=None):
+  @property
+  def target_embedding(self):
+    """The target side's `SharedEmbedding` (`self.embedding`, the source's, unless T2T's
+    `shared_embedding_and_softmax_weights` and `shared_embedding` are both false)."""
+    return self._target_embedding or self.embedding
+
+  @property
+  def softmax(self):
+    """The `SharedEmbedding` whose table is the pre-softmax projection (`self.embedding` unless
+    `shared_embedding_and_softmax_weights` is false). `softmax.embeddings` is [V, d]."""
+    return self._softmax or self.embedding
+
+  def _embed(self, ids, training, start_index=None, embedding=None):
     """ids [B, T] -> E[ids] * sqrt(d) + positions, with residual dropout -> [B, T, d]."""
-    x = self.embedding(ids)
+    x = (embedding or self.embedding)(ids)
     x = x + self.position(x, start_index=start_index)
     return self.embedding_dropout(x, training=training)
 
@@ -97,7 +120,7 @@ class Transformer(keras.Model):
 
   def call(self, inputs, training=None):
     """{"inputs": [B, S], "targets": [B, T]} -> float32 logits [B, T, V] (teacher forcing)."""
-    return self.embedding(self.decoder_output(inputs, training=training), reverse=True)
+    return self.softmax(self.decoder_output(inputs, training=training), reverse=True)
 
   def decoder_output(self, inputs, training=None):
     """The decoder's output before the pre-softmax projection, [B, T, d]: `call` without the
@@ -127,12 +150,13 @@ class Transformer(keras.Model):
 
   def _decode(self, target_ids, memory, source_mask, training, return_attention_scores=False,
               project=True):
-    decoder_input = self._embed(self._shift_right(target_ids), training)
+    decoder_input = self._embed(self._shift_right(target_ids), training,
+                                embedding=self.target_embedding)
     outputs = self.decoder(decoder_input, memory, memory_padding_mask=source_mask,
                            return_attention_scores=return_attention_scores, training=training)
     x, scores = outputs if return_attention_scores else (outputs, None)
     if project:
-      x = self.embedding(x, reverse=True)  # float32 logits [B, T, V]
+      x = self.softmax(x, reverse=True)  # float32 logits [B, T, V]
     return (x, scores) if return_attention_scores else x
 
   # Incremental decoding.
@@ -160,7 +184,7 @@ class Transformer(keras.Model):
   def output_projection(self):
     """The pre-softmax projection as a [d, V] matrix (`SharedEmbedding.transposed_table`): a
     decoding loop computes it once and passes it to every `decode_step`."""
-    return self.embedding.transposed_table()
+    return self.softmax.transposed_table()
 
   def decode_step(self, token_ids, step, cache, training=False, output_projection=None):
     """One decoding step.
@@ -179,10 +203,11 @@ class Transformer(keras.Model):
     if not isinstance(cache, dict) or set(cache) != {"source_mask", "decoder"}:
       raise ValueError("`cache` must be the dict returned by init_cache (or by decode_step).")
     step = ops.cast(step, "int32")
-    x = self._embed(ops.expand_dims(token_ids, 1), training, start_index=step)  # [B, 1, d]
+    x = self._embed(ops.expand_dims(token_ids, 1), training, start_index=step,
+                    embedding=self.target_embedding)                              # [B, 1, d]
     x, decoder_cache = self.decoder(x, memory_padding_mask=cache["source_mask"],
                                     cache=cache["decoder"], step=step, training=training)
-    logits = self.embedding(x, reverse=True, transposed_table=output_projection)[:, 0, :]  # [B, V]
+    logits = self.softmax(x, reverse=True, transposed_table=output_projection)[:, 0, :]  # [B, V]
     return logits, {"source_mask": cache["source_mask"], "decoder": decoder_cache}
 
   # Attention pictures (paper figures 3-5).

@@ -90,7 +90,7 @@ class Trainer:
       # The pre-softmax projection is fused into the loss (it drops padded positions and
       # computes the gradient in the same pass); the logits are never stored.
       decoder_output = self.model.decoder_output(batch, training=True)
-      table = tf.convert_to_tensor(self.model.embedding.embeddings)
+      table = tf.convert_to_tensor(self.model.softmax.embeddings)
       loss_sum, _, _ = projected_cross_entropy(decoder_output, table, targets, hp.label_smoothing,
                                                compact=not hp.xla_compile)
       loss = loss_sum / tf.maximum(global_tokens, 1.0)
