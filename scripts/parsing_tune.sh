@@ -19,6 +19,8 @@ STEPS=${STEPS:-1200}
 SAVE=${SAVE:-200}
 AVERAGE=${AVERAGE:-5}
 DECODES=${DECODES:-beam_size=1;beam_size=8,alpha=0.6}
+USR=()
+[ -n "${USR_DIR:-}" ] && USR=(--t2t_usr_dir="$USR_DIR")
 bash scripts/setup.sh
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
@@ -35,7 +37,7 @@ fi
 OUT=$ROOT/$NAME
 t2t-lite-parse-eval --gold_dir="$HELD" --split=dev --write_inputs="$ROOT/heldout.words" 2>/dev/null
 start=$(date +%s)
-t2t-lite-trainer --problem="$PROBLEM" --raw_data_dir="$HELD" --data_dir="$ROOT/data" \
+t2t-lite-trainer "${USR[@]}" --problem="$PROBLEM" --raw_data_dir="$HELD" --data_dir="$ROOT/data" \
   --hparams="$HPARAMS" --output_dir="$OUT" --train_steps="$STEPS" \
   --save_checkpoints_steps="$SAVE" --keep_checkpoint_max=10 --eval_every="$STEPS" --eval_steps=20 \
   --log_every=100 --no_eval_bleu 2>&1 | grep -E "^(step|eval|saved|done|resumed)" || true
@@ -48,7 +50,7 @@ for model in last averaged; do
   for setting in "${settings[@]}"; do
     tag=$(echo "$setting" | tr ',=' '_-')
     decode_start=$(date +%s)
-    t2t-lite-decoder --output_dir="$dir" --decode_from_file="$ROOT/heldout.words" \
+    t2t-lite-decoder "${USR[@]}" --output_dir="$dir" --decode_from_file="$ROOT/heldout.words" \
       --decode_to_file="$OUT/heldout.$model.$tag.trees" --decode_hparams="$setting,batch_size=32" \
       2>/dev/null
     seconds=$(( $(date +%s) - decode_start ))
