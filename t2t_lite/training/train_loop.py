@@ -24,6 +24,7 @@ from t2t_lite import model_dir
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import Problem
 from t2t_lite.training import distribute
+from t2t_lite.training.adafactor import adafactor
 from t2t_lite.training.adam import Adam
 from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
 from t2t_lite.training.schedule import TransformerSchedule
@@ -35,13 +36,15 @@ class NonFiniteLossError(RuntimeError):
 
 
 def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-  optimizer = Adam(
-      learning_rate=TransformerSchedule.from_hparams(hparams),
-      beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-      epsilon=hparams.optimizer_adam_epsilon,
-      global_clipnorm=hparams.clip_grad_norm or None,
-      gradient_accumulation_steps=(hparams.gradient_accumulation_steps
-                                   if hparams.gradient_accumulation_steps > 1 else None))
+  common = dict(learning_rate=TransformerSchedule.from_hparams(hparams),
+                global_clipnorm=hparams.clip_grad_norm or None,
+                gradient_accumulation_steps=(hparams.gradient_accumulation_steps
+                                             if hparams.gradient_accumulation_steps > 1 else None))
+  if hparams.optimizer == "adafactor":
+    optimizer = adafactor(**common)
+  else:
+    optimizer = Adam(beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
+                     epsilon=hparams.optimizer_adam_epsilon, **common)
   if hparams.mixed_precision == "mixed_float16":
     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
   return optimizer
