@@ -1,4 +1,4 @@
-"""t2t-lite-attention: attention pictures of one sentence pair (paper figures 3-5).
+r"""t2t-lite-attention: attention pictures of one sentence pair (paper figures 3-5).
 
     t2t-lite-attention --output_dir=runs/base --source="The law will never be perfect ." \
         --out_dir=pictures [--target="..."] [--word=5 --word_kind=encoder_self --word_layer=5]
