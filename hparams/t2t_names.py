@@ -52,7 +52,6 @@ SAME_AS_OURS = {
     "optimizer_adafactor_multiply_by_parameter_scale": (
         ("true",), "Adafactor scales updates by the parameters' RMS"),
     "optimizer_adafactor_beta2": (None, "T2T reads it only with decay_type=adam"),
-    "shared_embedding": (None, "with the embedding and softmax shared, it changes nothing"),
     "symbol_modality_num_shards": (None, "a TF1 variable-sharding detail"),
     "daisy_chain_variables": (None, "a TF1 multi-GPU placement detail"),
     "use_pad_remover": (None, "a speed detail: padded positions never change the result"),
@@ -142,8 +141,6 @@ MAPPED = {
                                 "(mixed_bfloat16)"),
     # T2T's transformer sets all say "noam": the curve of the "legacy" schedule factor.
     "learning_rate_decay_scheme": _accept(("noam",), "the legacy schedule here is T2T's noam decay"),
-    "shared_embedding_and_softmax_weights": _accept(
-        ("true",), "one matrix is the source and target embedding and the pre-softmax projection"),
 }
 
 

@@ -89,6 +89,15 @@ def transformer_tpu():
                       batch_size=min(base.batch_size, 2048))
 
 
+@register
+def transformer_big_enfr():
+  """T2T's big model for WMT EN-FR: d 1024, d_ff 8192, h 16, dropout 0.1, base's 4096 tokens, and
+  the pre-softmax projection apart from the embeddings."""
+  return transformer_base().replace(
+      hidden_size=1024, filter_size=8192, num_heads=16, layer_prepostprocess_dropout=0.1,
+      shared_embedding_and_softmax_weights=False)
+
+
 @register(aliases=("small",))
 def transformer_small():
   return transformer_base().replace(hidden_size=256, filter_size=1024, num_heads=4,

@@ -35,6 +35,12 @@ T2T_SETS = {
         learning_rate_constant=0.1, learning_rate_warmup_steps=16000, optimizer_adam_beta2=0.997),
     "transformer_base_multistep8": dict(gradient_accumulation_steps=8, optimizer="adam",
                                         batch_size=4096, learning_rate_warmup_steps=8000),
+    "transformer_big_enfr": dict(
+        hidden_size=1024, filter_size=8192, num_heads=16, layer_prepostprocess_dropout=0.1,
+        attention_dropout=0.1, relu_dropout=0.1, batch_size=4096,
+        shared_embedding_and_softmax_weights=False, shared_embedding=False,
+        learning_rate_schedule="constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size",
+        learning_rate_constant=2.0, learning_rate_warmup_steps=8000),
     "transformer_tpu": dict(optimizer="adafactor", learning_rate_schedule="rsqrt_decay",
                             learning_rate_warmup_steps=10000, max_length=64, batch_size=2048,
                             hidden_size=512, norm_type="pre"),
