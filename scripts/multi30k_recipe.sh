@@ -29,7 +29,7 @@ start=$(date +%s)
 t2t-lite-trainer --problem=translate_ende_multi30k "${RAW_FLAG[@]}" --data_dir="$DATA" \
   --hparams="$HPARAMS" --output_dir="$OUT" --train_steps=100000 --train_minutes="$MINUTES" \
   --save_checkpoints_steps=200 --keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 \
-  --log_every=100
+  --log_every=100 --decode_hparams=extra_length=50
 trained=$(date +%s)
 echo "training wall time: $(( (trained - start) / 60 )) min $(( (trained - start) % 60 )) s"
 t2t-lite-avg-checkpoints --output_dir="$OUT" --num_last_checkpoints=5 --avg_dir="$OUT/averaged"

@@ -16,7 +16,8 @@ import tensorflow as tf
 from conftest import TINY_TEST_HPARAMS
 
 from t2t_lite import model_dir as model_dir_lib
-from t2t_lite.bin import avg_all, avg_checkpoints, bleu, datagen, decoder, exporter, trainer
+from t2t_lite.bin import (attention, avg_all, avg_checkpoints, bleu, datagen, decoder, exporter,
+                          trainer)
 from t2t_lite.decoding import scoring
 from t2t_lite.decoding.translator import Translator, encode_sources, load_translator, make_search_fn
 from t2t_lite.hparams import DecodeHParams
@@ -121,7 +122,7 @@ def test_unknown_names_exit_2_with_a_suggestion(model, main, argv, suggestion, c
 
 
 @pytest.mark.parametrize("command", [trainer, decoder, datagen, exporter, avg_checkpoints, avg_all,
-                                     bleu])
+                                     bleu, attention])
 def test_every_flag_has_help_and_its_default(command):
   parser = command.build_parser()
   for action in parser._actions:

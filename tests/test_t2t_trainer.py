@@ -10,6 +10,7 @@ import tensorflow as tf
 from conftest import TINY_TEST_HPARAMS
 
 from t2t_lite.bin import bleu, common, datagen, decoder, trainer
+from t2t_lite.decoding import dev_bleu
 from t2t_lite.training import distribute, train_loop
 
 # T2T's --hparams: the walkthrough says "add --hparams='batch_size=1024'" if memory is short.
@@ -29,12 +30,18 @@ def captured(monkeypatch):
     calls.update(worker_gpu=worker_gpu, tpu=tpu)
     return tf.distribute.get_strategy()
 
+  def fake_bleu(problem, data_dir, examples, decode_hparams, split):
+    calls.update(bleu_decode_hparams=decode_hparams, bleu_split=split)
+    return "bleu"
+
   monkeypatch.setattr(train_loop, "train_and_evaluate", fake_train)
   monkeypatch.setattr(distribute, "make_strategy", fake_strategy)
+  monkeypatch.setattr(dev_bleu, "bleu_evaluation", fake_bleu)
 
   def run(*flags):
+    calls.clear()
     assert trainer.main(["--problem=translate_ende_multi30k", "--raw_data_dir=x",
-                         "--output_dir=x", "--no_eval_bleu", *flags]) == 0
+                         "--output_dir=x", *flags]) == 0
     return calls
   return run
 
@@ -45,13 +52,17 @@ def test_t2t_defaults_and_flags_reach_training(captured):
   assert calls["train_steps"] == 250000 and calls["save_checkpoints_steps"] == 1000
   assert calls["eval_steps"] == 100 and calls["eval_split"] == "dev"
   assert calls["hparams"].xla_compile is False and calls["hparams"].seed == 1234
+  assert calls["evaluate_fn"] == "bleu" and calls["bleu_split"] == "dev"
+  assert (calls["bleu_decode_hparams"].beam_size, calls["bleu_decode_hparams"].extra_length) == (1, 100)
   calls = captured("--local_eval_frequency=7", "--random_seed=5", "--xla_compile",
                    "--eval_use_test_set=true", "--keep_checkpoint_every_n_hours=2",
                    "--save_checkpoints_secs=60", "--log_step_count_steps=3")
   assert calls["save_checkpoints_steps"] == 7 and calls["save_checkpoints_secs"] == 60
   assert calls["hparams"].seed == 5 and calls["hparams"].xla_compile is True
   assert calls["eval_split"] == "test" and calls["keep_checkpoint_every_n_hours"] == 2
-  assert calls["log_every"] == 3
+  assert calls["log_every"] == 3 and calls["bleu_split"] == "test"
+  assert captured("--decode_hparams=extra_length=50")["bleu_decode_hparams"].extra_length == 50
+  assert "bleu_split" not in captured("--no_eval_bleu")
   calls = captured("--schedule=train", "--save_checkpoints_steps=3", "--local_eval_frequency=7",
                    "--noxla_compile")
   assert calls["eval_steps"] == 0 and calls["evaluate_fn"] is None

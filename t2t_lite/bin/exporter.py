@@ -24,7 +24,7 @@ def build_parser():
   p.add_argument("--decode_hparams", default="",
                  help="overrides of the problem's decode defaults: beam_size, alpha, extra_length, "
                       "max_input_size, constrained")
-  p.add_argument("--checkpoint_path", default=None, help="default: the latest checkpoint")
+  p.add_argument("--checkpoint_path", default=None, help="a checkpoint prefix (default: the latest)")
   p.add_argument("--version", default=None, help="numeric version folder (default: a timestamp)")
   return p
 

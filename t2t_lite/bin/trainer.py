@@ -57,6 +57,9 @@ def build_parser(argv=None):
   p.add_argument("--eval_timeout_mins", type=float, default=240,
                  help="continuous_eval: stop when no new checkpoint comes for this long")
   common.add_bool(p, "no_eval_bleu", "skip the dev BLEU by decoding")
+  p.add_argument("--decode_hparams", default="",
+                 help="the dev BLEU's decoding: name=value,... over the problem's decode "
+                      "defaults with beam_size=1 (greedy)")
   p.add_argument("--train_minutes", type=float, default=None,
                  help="wall-clock budget of this run: stop (saving a checkpoint) after it")
   p.add_argument("--keep_checkpoint_max", type=int, default=20,
@@ -130,6 +133,8 @@ def main(argv=None):
     if args.xla_compile:
       hparams = hparams.replace(xla_compile=True)
     check_workers(args.worker_replicas, args.worker_id)
+    decode_hparams = problem.default_decode_hparams().replace(beam_size=1).parse(
+        args.decode_hparams)
 
   import tensorflow as tf
   if args.inter_op_parallelism_threads:
@@ -145,7 +150,7 @@ def main(argv=None):
   evaluate_fn = None  # real BLEU by decoding dev sentences at each evaluation
   if not args.no_eval_bleu and hparams.eval_bleu_examples > 0:
     evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples,
-                                           split=eval_split)
+                                           decode_hparams, split=eval_split)
   try:
     if args.schedule in EVAL_SCHEDULES:
       on_train = args.schedule.endswith("on_train_data")
