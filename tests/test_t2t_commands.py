@@ -274,3 +274,38 @@ def test_delimiter_num_samples_and_num_decodes(model, tmp_path):
                                                                 xla=False))
   once = translator.translate(["A man .", "Two dogs play ."])
   assert out.read_text(encoding="utf-8") == "".join(t + ";" for t in once + once)
+
+
+def _mean_of(paths, output):
+  """Every model variable of checkpoint `output` is the mean of the ones in `paths`."""
+  readers = [tf.train.load_checkpoint(p) for p in paths]
+  names = [n for n, _ in tf.train.list_variables(output)
+           if n.startswith("model/") and n.endswith("VARIABLE_VALUE")]
+  assert names
+  averaged = tf.train.load_checkpoint(output)
+  for name in names:
+    np.testing.assert_allclose(averaged.get_tensor(name),
+                               np.mean([r.get_tensor(name) for r in readers], axis=0), rtol=1e-6)
+
+
+def test_averaging_takes_t2ts_flags(model, tmp_path):
+  """T2T's avg_checkpoints: --prefix (the model directory, or prepended to --checkpoints) and
+  --output_path; T2T's t2t-avg-all: every window of --n checkpoints."""
+  model_dir, _ = model
+  steps = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.startswith("ckpt-") and
+                 n.endswith(".index"))
+  assert len(steps) >= 3
+  ckpt = lambda step: str(model_dir / f"ckpt-{step}")
+  assert avg_checkpoints.main([f"--prefix={model_dir}/", "--num_last_checkpoints=2",
+                               f"--output_path={tmp_path}/avg/averaged.ckpt"]) == 0
+  _mean_of([ckpt(s) for s in steps[-2:]], f"{tmp_path}/avg/averaged.ckpt-{steps[-1]}")
+  assert os.path.exists(tmp_path / "avg" / "hparams.json")   # a model directory of its own
+  assert avg_checkpoints.main([f"--prefix={model_dir}/", f"--checkpoints=ckpt-{steps[0]},ckpt-{steps[1]}",
+                               f"--output_path={tmp_path}/avg2/model.ckpt"]) == 0
+  _mean_of([ckpt(s) for s in steps[:2]], f"{tmp_path}/avg2/model.ckpt-{steps[1]}")
+
+  assert avg_all.main([f"--model_dir={model_dir}", f"--output_dir={tmp_path}/all", "--n=2"]) == 0
+  for first, last in zip(steps, steps[1:]):
+    _mean_of([ckpt(first), ckpt(last)], f"{tmp_path}/all/model.ckpt-{last}")
+  assert not os.path.exists(tmp_path / "all" / f"model.ckpt-{steps[0]}.index")
+  assert tf.train.latest_checkpoint(str(tmp_path / "all")).endswith(f"model.ckpt-{steps[-1]}")
