@@ -8,12 +8,46 @@ Overrides are parsed against the declared types:
     (1024, 0.1)
 """
 
+import codecs
 import dataclasses
 import difflib
 import json
+import logging
 
 from t2t_lite import registry
+from t2t_lite.hparams import t2t_names
 from t2t_lite.hparams.model_config import ModelConfig, check, check_rate
+
+logger = logging.getLogger(__name__)
+
+# T2T's learning-rate schedule is a product of named factors (utils/learning_rate.py), e.g.
+# "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size"; t2t_lite.training.schedule computes
+# these. "noam" alone is the paper's formula times learning_rate_constant.
+LEARNING_RATE_FACTORS = ("constant", "linear_warmup", "rsqrt_decay", "rsqrt_normalized_decay",
+                         "rsqrt_hidden_size", "legacy")
+OPTIMIZERS = ("adam", "adafactor")
+T2T_FACTORS_NOT_HERE = ("linear_decay", "cosdecay", "single_cycle_cos_decay",
+                        "multi_cycle_cos_decay", "exp_decay")
+
+
+def schedule_factors(schedule: str) -> list[str]:
+  """The factors of a schedule string: "constant*linear_warmup" -> ["constant", "linear_warmup"].
+
+  Raises:
+    ValueError: an unknown factor, or "noam" inside a product.
+  """
+  factors = [name.strip() for name in schedule.split("*") if name.strip()]
+  if factors == ["noam"]:
+    return factors
+  for name in factors:
+    if name in T2T_FACTORS_NOT_HERE:
+      raise ValueError(f"bad hparams: T2T's learning-rate factor {name!r} has no counterpart in "
+                       f"t2t_lite; use a product of {', '.join(LEARNING_RATE_FACTORS)} (or noam)")
+    check(name in LEARNING_RATE_FACTORS,
+          f"learning_rate_schedule {schedule!r}: unknown factor {name!r}; use a product of "
+          f"{', '.join(LEARNING_RATE_FACTORS)} joined by '*' (T2T's form), or noam")
+  check(bool(factors), "learning_rate_schedule is empty")
+  return factors
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,15 +64,21 @@ class HParams(ModelConfig):
   max_length: int = 256                    # training pairs longer than this are dropped; 0: none
   length_bucket_step: float = 1.1          # geometric spacing of length buckets
   static_batch_shapes: bool = False        # pad every batch to max_length (TPU)
+  use_fixed_batch_size: bool = False       # T2T: batch_size counts pairs (no length buckets)
+  max_input_seq_length: int = 0            # T2T: inputs (with EOS) cut to this length; <= 0: never
+  max_target_seq_length: int = 0           # T2T: targets (with EOS) cut to this length; <= 0: never
   # Training (paper section 5).
   label_smoothing: float = 0.1
   optimizer_adam_beta1: float = 0.9
   optimizer_adam_beta2: float = 0.997
   optimizer_adam_epsilon: float = 1e-9
-  learning_rate_schedule: str = "rsqrt_decay"  # "noam" | "rsqrt_decay" | "constant"
+  # A product of LEARNING_RATE_FACTORS (T2T's spelling), or "noam" (see schedule_factors).
+  learning_rate_schedule: str = "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size"
   learning_rate_constant: float = 2.0
   learning_rate_warmup_steps: int = 8000
+  learning_rate: float = 0.2               # T2T's legacy factor: only the "legacy" schedule uses it
   clip_grad_norm: float = 0.0              # 0: no clipping (the paper)
+  optimizer: str = "adam"                  # "adam" or "adafactor" (T2T's, with its defaults)
   gradient_accumulation_steps: int = 1     # T2T's optimizer_multistep_accumulate_steps
   mixed_precision: str = "float32"         # "float32" | "mixed_float16" | "mixed_bfloat16"
   xla_compile: bool = False
@@ -48,9 +88,9 @@ class HParams(ModelConfig):
 
   def validate(self) -> None:
     super().validate()
-    check(self.learning_rate_schedule in ("noam", "rsqrt_decay", "constant"),
-          "learning_rate_schedule must be one of noam, rsqrt_decay, constant, "
-          f"got {self.learning_rate_schedule!r}")
+    schedule_factors(self.learning_rate_schedule)
+    check(self.optimizer in OPTIMIZERS,
+          f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
     check(self.mixed_precision in ("float32", "mixed_float16", "mixed_bfloat16"),
           "mixed_precision must be float32, mixed_float16 or mixed_bfloat16, "
           f"got {self.mixed_precision!r}")
@@ -77,13 +117,24 @@ class HParams(ModelConfig):
 
 @dataclasses.dataclass(frozen=True)
 class DecodeHParams:
-  """Decoding settings (T2T's `--decode_hparams`). Defaults are the paper's (section 6.1)."""
+  """Decoding settings (T2T's `--decode_hparams`, utils/decoding.py), with T2T's defaults.
+
+  The paper (section 6.1) decodes with beam 4, alpha 0.6 and an output of at most input + 50;
+  T2T's default extra length, and so this one, is 100 (the recipes pass 50).
+  """
   beam_size: int = 4
   alpha: float = 0.6                       # GNMT length penalty ((5 + len) / 6) ** alpha
-  extra_length: int = 50                   # maximum output length = input length + extra_length
+  extra_length: int = 100                  # maximum output length = input length + extra_length
   batch_size: int = 32                     # sentences per decoding batch
   return_beams: bool = False               # write all beams, tab separated
-  max_input_size: int = 0                  # longer inputs are truncated (with a warning); 0: model limit
+  write_beam_scores: bool = False          # each output (each beam) followed by a tab and its score
+  # Longer inputs (in subwords, EOS included) are truncated with a warning; <= 0 (T2T's -1): no
+  # limit but the model's own (max_position - 1).
+  max_input_size: int = 256
+  num_samples: int = -1                    # decode only the first N inputs; <= 0: all (T2T)
+  num_decodes: int = 1                     # decode the whole input N times, one pass after another
+  # Separates the input records and ends each output record (T2T); "\n", "\t" escapes work.
+  delimiter: str = dataclasses.field(default="\n", metadata={"escapes": True})
   sampling_temperature: float = 0.0        # > 0 with beam_size 1: sample instead of greedy
   top_k: int = 0                           # with sampling: keep the k most likely tokens; 0: all
   seed: int = 1234                         # with sampling: the same seed gives the same samples
@@ -97,6 +148,8 @@ class DecodeHParams:
     check(self.beam_size >= 1, "beam_size must be >= 1")
     check(self.extra_length >= 0, "extra_length must be >= 0")
     check(self.batch_size >= 1, "batch_size must be >= 1")
+    check(self.num_decodes >= 1, "num_decodes must be >= 1")
+    check(bool(self.delimiter), "delimiter must not be empty")
     check(self.sampling_temperature >= 0, "sampling_temperature must be >= 0")
     check(not (self.sampling_temperature > 0 and self.beam_size > 1),
           "sampling (sampling_temperature > 0) needs beam_size=1")
@@ -137,10 +190,30 @@ def _convert(field, text):
       if value != int(value):
         raise ValueError
       return int(value)
+    if field.metadata.get("escapes"):
+      return codecs.decode(text, "unicode_escape")  # "\\t" -> a tab
     return kind(text)
   except ValueError:
     raise ValueError(f"bad hparams override {field.name}={text!r}: expected a {kind.__name__}"
                      + (" (true/false)" if kind is bool else "")) from None
+
+
+def _targets(hp, fields, name, text):
+  """{field: value text} that the override `name=text` sets: a field, one of our short names
+  (OVERRIDE_ALIASES) or a T2T name (`t2t_names`; a declared field always wins)."""
+  decode = not isinstance(hp, HParams)
+  if name in fields:
+    value = t2t_names.our_value(name, text)
+    return {} if value is None else {name: value}
+  if not decode and name in OVERRIDE_ALIASES:
+    return {target: text for target in OVERRIDE_ALIASES[name]}
+  translated = t2t_names.translate(name, text, decode)
+  if translated is not None:
+    return translated
+  known = list(fields) + ([] if decode else list(OVERRIDE_ALIASES))
+  close = difflib.get_close_matches(name, known, n=1)
+  hint = f" Did you mean {close[0]!r}?" if close else ""
+  raise ValueError(f"unknown hparam {name!r}.{hint} Known: {', '.join(sorted(fields))}.")
 
 
 def _parse_overrides(hp, overrides):
@@ -155,14 +228,14 @@ def _parse_overrides(hp, overrides):
     if "=" not in item:
       raise ValueError(f"bad hparams override {item!r}: expected name=value (e.g. dropout=0.1)")
     name, text = (s.strip() for s in item.split("=", 1))
-    targets = OVERRIDE_ALIASES.get(name, (name,)) if isinstance(hp, HParams) else (name,)
-    for target in targets:
-      if target not in fields:
-        close = difflib.get_close_matches(name, list(fields) + list(OVERRIDE_ALIASES), n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise ValueError(f"unknown hparam {name!r}.{hint} Known: {', '.join(sorted(fields))}.")
-      changes[target] = _convert(fields[target], text)
-  return hp.replace(**changes)
+    for target, value in _targets(hp, fields, name, text).items():
+      changes[target] = _convert(fields[target], value)
+  result = hp.replace(**changes)
+  if "learning_rate" in changes and "legacy" not in schedule_factors(result.learning_rate_schedule):
+    logger.warning("learning_rate=%s has no effect: it is T2T's legacy factor, which schedule %r "
+                   "ignores (as T2T does); set learning_rate_constant instead",
+                   result.learning_rate, result.learning_rate_schedule)
+  return result
 
 
 def get_hparams(spec: str, overrides: str = "") -> HParams:

@@ -1,8 +1,10 @@
 """The Transformer hparams sets of tensor2tensor's `models/transformer.py` and the paper's Table 3.
 
-Each set is base + a few assignments. `transformer_base_v1` is the paper's base model (post-norm,
-Adam beta2 0.98, warmup 4000, the "noam" schedule); T2T's later `transformer_base` / `transformer_big`
-use pre-norm, beta2 0.997, warmup 8000 and a learning-rate constant of 2.
+Each set is base + a few assignments, with T2T's values. `transformer_base_v1` is the paper's base
+model (post-norm, Adam beta2 0.98, warmup 4000, T2T's "legacy" noam schedule); `_v2` moved to
+pre-norm with dropout everywhere and warmup 8000; `_v3`, which is `transformer_base`, to beta2
+0.997 and the multiplicative schedule `constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size` with
+a constant of 2 (the same curve as v2's).
 """
 
 from t2t_lite import registry
@@ -19,11 +21,32 @@ def transformer_base():
 
 @register(aliases=("base_v1", "paper_base"))
 def transformer_base_v1():
-  """The paper's base model (Table 3, first row): post-norm, no attention/ReLU dropout."""
+  """The paper's base model (Table 3, first row): post-norm, no attention/ReLU dropout.
+
+  T2T's "legacy" schedule with learning_rate 0.1 is the paper's formula exactly
+  (5000 * 0.002 * 0.1 = 1 times d^-0.5 * min(step^-0.5, step * warmup^-1.5)).
+  """
   return transformer_base().replace(
       norm_type="post", attention_dropout=0.0, relu_dropout=0.0,
-      optimizer_adam_beta2=0.98, learning_rate_schedule="noam", learning_rate_constant=1.0,
-      learning_rate_warmup_steps=4000)
+      optimizer_adam_beta2=0.98, learning_rate_schedule="legacy", learning_rate=0.1,
+      learning_rate_constant=1.0, learning_rate_warmup_steps=4000)
+
+
+@register(aliases=("base_v2",))
+def transformer_base_v2():
+  """T2T's v2: pre-norm, dropout .1/.1/.1, warmup 8000, the legacy schedule at learning_rate 0.2."""
+  return transformer_base_v1().replace(
+      norm_type="pre", layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1,
+      learning_rate_warmup_steps=8000, learning_rate=0.2)
+
+
+@register(aliases=("base_v3",))
+def transformer_base_v3():
+  """T2T's v3 (= transformer_base): beta2 0.997, the multiplicative schedule, constant 2."""
+  return transformer_base_v2().replace(
+      optimizer_adam_beta2=0.997,
+      learning_rate_schedule="constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size",
+      learning_rate_constant=2.0)
 
 
 @register(aliases=("big",))
@@ -42,8 +65,37 @@ def transformer_big_single_gpu():
 
 @register(aliases=("base_single_gpu",))
 def transformer_base_single_gpu():
-  """Base for one GPU: 1024 tokens per batch, warmup 16000 (T2T)."""
-  return transformer_base().replace(batch_size=1024, learning_rate_warmup_steps=16000)
+  """Base for one GPU (T2T): 1024 tokens per batch, warmup 16000, and the schedule
+  `constant*linear_warmup*rsqrt_decay` with constant 0.1 (no d_model^-0.5 factor)."""
+  return transformer_base().replace(
+      batch_size=1024, learning_rate_schedule="constant*linear_warmup*rsqrt_decay",
+      learning_rate_constant=0.1, learning_rate_warmup_steps=16000)
+
+
+@register(aliases=("base_multistep8",))
+def transformer_base_multistep8():
+  """Base emulating 8 GPUs on one: each update accumulates 8 batches (T2T's multistep_adam)."""
+  return transformer_base().replace(gradient_accumulation_steps=8)
+
+
+@register
+def transformer_tpu():
+  """T2T's base for TPUs (`update_hparams_for_tpu`): Adafactor with the schedule `rsqrt_decay`
+  and warmup 10000, max_length 64, at most 2048 tokens per core. T2T also broadcasts its dropout
+  masks there (to save memory); masks are never broadcast here."""
+  base = transformer_base()
+  return base.replace(optimizer="adafactor", learning_rate_schedule="rsqrt_decay",
+                      learning_rate_warmup_steps=10000, max_length=64,
+                      batch_size=min(base.batch_size, 2048))
+
+
+@register
+def transformer_big_enfr():
+  """T2T's big model for WMT EN-FR: d 1024, d_ff 8192, h 16, dropout 0.1, base's 4096 tokens, and
+  the pre-softmax projection apart from the embeddings."""
+  return transformer_base().replace(
+      hidden_size=1024, filter_size=8192, num_heads=16, layer_prepostprocess_dropout=0.1,
+      shared_embedding_and_softmax_weights=False)
 
 
 @register(aliases=("small",))

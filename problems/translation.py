@@ -172,16 +172,56 @@ class TranslateEnde(TfdsTranslateProblem):
 
 
 @registry.problems.register
+class TranslateEndeWmt8k(TranslateEnde):
+  """translate_ende (WMT14 through TFDS) with an 8000-piece shared vocabulary (T2T's 8k)."""
+  approx_vocab_size = 8000
+
+
+@registry.problems.register(aliases=("translate_enfr_wmt32k",))
 class TranslateEnfr(TfdsTranslateProblem):
   """WMT14 English -> French: TFDS `wmt14_translate/fr-en`, 32000-piece shared vocabulary.
 
-  dev: newstest2013, test: newstest2014 (the paper's EN-FR test set).
+  train: the WMT14 EN-FR training corpora (about 40M pairs), dev: newstest2013, test:
+  newstest2014 (the paper's EN-FR test set).
   With raw_data_dir: train.{en,fr}, newstest2013.{en,fr}, newstest2014.{en,fr}.
   """
   source_language, target_language = "en", "fr"
   approx_vocab_size = 32000
   tfds_name = "wmt14_translate/fr-en"
   raw_split_prefixes = {"train": "train", "dev": "newstest2013", "test": "newstest2014"}
+
+
+@registry.problems.register
+class TranslateEnfrWmt8k(TranslateEnfr):
+  """translate_enfr (WMT14 through TFDS) with an 8000-piece shared vocabulary (T2T's 8k)."""
+  approx_vocab_size = 8000
+
+
+@registry.problems.register
+class TranslateEnfrWmtSmall32k(TranslateEnfr):
+  """WMT14 EN-FR's small variant: trains on WMT14's News Commentary v9 (about 180k pairs) only,
+  through TFDS's WMT builder; dev newstest2013, test newstest2014; 32000-piece vocabulary.
+
+  T2T's `_small` problems trained on OpenNMT's 1M-pair sample, a download outside TFDS; this is
+  the small WMT14 corpus TFDS provides.
+  """
+  train_subsets = ("newscommentary_v9",)
+
+  def tfds_builder(self, data_dir):
+    import tensorflow_datasets as tfds  # pylint: disable=import-outside-toplevel
+    from tensorflow_datasets.translate import wmt  # pylint: disable=import-outside-toplevel
+    config = wmt.WmtConfig(
+        name="_".join(self.train_subsets), language_pair=("fr", "en"),
+        version="1.0.0", description="WMT14 fr-en trained on " + ", ".join(self.train_subsets),
+        subsets={tfds.Split.TRAIN: list(self.train_subsets),
+                 tfds.Split.VALIDATION: ["newstest2013"], tfds.Split.TEST: ["newstest2014"]})
+    return wmt.WmtTranslate(config=config, data_dir=self.tfds_data_dir(data_dir))
+
+
+@registry.problems.register
+class TranslateEnfrWmtSmall8k(TranslateEnfrWmtSmall32k):
+  """translate_enfr_wmt_small32k with an 8000-piece vocabulary (T2T's 8k)."""
+  approx_vocab_size = 8000
 
 
 @registry.problems.register

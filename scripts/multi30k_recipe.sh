@@ -29,11 +29,11 @@ start=$(date +%s)
 t2t-lite-trainer --problem=translate_ende_multi30k "${RAW_FLAG[@]}" --data_dir="$DATA" \
   --hparams="$HPARAMS" --output_dir="$OUT" --train_steps=100000 --train_minutes="$MINUTES" \
   --save_checkpoints_steps=200 --keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 \
-  --log_every=100
+  --log_every=100 --decode_hparams=extra_length=50
 trained=$(date +%s)
 echo "training wall time: $(( (trained - start) / 60 )) min $(( (trained - start) % 60 )) s"
 t2t-lite-avg-checkpoints --output_dir="$OUT" --num_last_checkpoints=5 --avg_dir="$OUT/averaged"
 t2t-lite-decoder --output_dir="$OUT/averaged" --decode_from_file="$RAW/test_2016_flickr.en" \
-  --decode_to_file="$OUT/test_2016_flickr.hyp.de" --decode_hparams="beam_size=4,alpha=0.6,batch_size=64"
+  --decode_to_file="$OUT/test_2016_flickr.hyp.de" --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=64"
 echo "decoding wall time: $(( $(date +%s) - trained )) s"
 t2t-lite-bleu --translation="$OUT/test_2016_flickr.hyp.de" --reference="$RAW/test_2016_flickr.de" --lang=de

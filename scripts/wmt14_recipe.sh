@@ -62,5 +62,5 @@ if [ "$DECODE_LINES" -gt 0 ]; then
   SOURCE="$OUT/src.en"; REFERENCE="$OUT/ref.de"
 fi
 t2t-lite-decoder --output_dir="$OUT/averaged" --decode_from_file="$SOURCE" \
-  --decode_to_file="$OUT/newstest2014.hyp.de" --decode_hparams="beam_size=4,alpha=0.6,batch_size=32"
+  --decode_to_file="$OUT/newstest2014.hyp.de" --decode_hparams="beam_size=4,alpha=0.6,extra_length=50,batch_size=32"
 t2t-lite-bleu --translation="$OUT/newstest2014.hyp.de" --reference="$REFERENCE" --lang=de

@@ -84,7 +84,8 @@ def test_hparams_are_frozen():
 
 def test_decode_hparams():
   dh = DecodeHParams().parse("beam_size=8,alpha=1.0,return_beams=true")
-  assert (dh.beam_size, dh.alpha, dh.return_beams, dh.extra_length) == (8, 1.0, True, 50)
+  # extra_length: T2T's default 100 (issue 19; it was the paper's 50, which the recipes pass).
+  assert (dh.beam_size, dh.alpha, dh.return_beams, dh.extra_length) == (8, 1.0, True, 100)
   assert DecodeHParams().beam_size == 4 and DecodeHParams().alpha == 0.6
   with pytest.raises(ValueError, match="unknown hparam"):
     DecodeHParams().parse("beam=3")

@@ -1,4 +1,4 @@
-"""t2t-lite-attention: attention pictures of one sentence pair (paper figures 3-5).
+r"""t2t-lite-attention: attention pictures of one sentence pair (paper figures 3-5).
 
     t2t-lite-attention --output_dir=runs/base --source="The law will never be perfect ." \
         --out_dir=pictures [--target="..."] [--word=5 --word_kind=encoder_self --word_layer=5]
@@ -12,18 +12,23 @@ import sys
 from t2t_lite.bin import common
 
 
-def main(argv=None):
+def build_parser():
   p = common.parser(__doc__)
   p.add_argument("--output_dir", required=True, help="the trainer's model directory")
   p.add_argument("--source", required=True, help="the source sentence")
   p.add_argument("--target", default=None, help="the target sentence (default: the model's translation)")
   p.add_argument("--out_dir", required=True, help="where the pictures go")
-  p.add_argument("--checkpoint_path", default=None)
+  p.add_argument("--checkpoint_path", default=None, help="a checkpoint prefix (default: the latest)")
   p.add_argument("--word", type=int, default=None, help="query token index for the single-word view")
   p.add_argument("--word_kind", default="encoder_self",
-                 choices=["encoder_self", "decoder_self", "encoder_decoder"])
+                 choices=["encoder_self", "decoder_self", "encoder_decoder"],
+                 help="which attention the single-word view shows")
   p.add_argument("--word_layer", type=int, default=None, help="1-based layer (default: next to last)")
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv=None):
+  args = common.parse_args(build_parser(), argv)
   from t2t_lite import model_dir
   from t2t_lite.decoding import attention_pictures
   try:

@@ -1,28 +1,57 @@
-"""t2t-lite-avg-checkpoints: average the last N checkpoints (paper: 5 for base, 20 for big).
+r"""t2t-lite-avg-checkpoints: average the last N checkpoints (paper: 5 for base, 20 for big).
 
     t2t-lite-avg-checkpoints --output_dir=runs/base --num_last_checkpoints=5 --avg_dir=runs/base/avg
+    t2t-lite-avg-checkpoints --prefix=runs/base/ --num_last_checkpoints=5 \
+        --output_path=runs/base/avg/averaged.ckpt                       # T2T's avg_checkpoints form
+
+The averaged checkpoint is AVG_DIR/averaged-<step> (with --output_path: OUTPUT_PATH-<step>, the
+step of the newest checkpoint averaged); its folder becomes a model directory of its own
+(hparams.json and the vocabulary copied), so the decoder and exporter take it as --output_dir.
 """
 
+import os
 import sys
 
 from t2t_lite.bin import common
 
 
-def main(argv=None):
+def build_parser():
   p = common.parser(__doc__)
-  p.add_argument("--output_dir", required=True, help="the trainer's model directory")
-  p.add_argument("--num_last_checkpoints", type=int, default=5)
+  p.add_argument("--output_dir", default=None,
+                 help="the trainer's model directory (default: the folder of --prefix)")
+  p.add_argument("--num_last_checkpoints", type=int, default=5,
+                 help="average the newest N checkpoints (T2T's default 0 requires --checkpoints)")
   p.add_argument("--checkpoints", default=None,
-                 help="comma-separated checkpoint prefixes to average instead of the last N")
+                 help="comma-separated checkpoint prefixes to average instead of the last N "
+                      "(each prefixed with --prefix, as in T2T)")
+  p.add_argument("--prefix", default="",
+                 help="T2T's: prepended to each of --checkpoints; its folder is the model "
+                      "directory when --output_dir is not given (e.g. --prefix=runs/base/)")
   p.add_argument("--avg_dir", default=None, help="where to write (default: OUTPUT_DIR/averaged)")
-  args = p.parse_args(argv)
+  p.add_argument("--output_path", default=None,
+                 help="T2T's: the averaged checkpoint's prefix (the step is appended), instead "
+                      "of --avg_dir")
+  return p
+
+
+def main(argv=None):
+  args = common.parse_args(build_parser(), argv)
   from t2t_lite import model_dir
   from t2t_lite.training import average
+  with common.usage_errors():
+    output_dir = args.output_dir or (os.path.dirname(args.prefix) if args.prefix else None)
+    if not output_dir:
+      raise common.UsageError("give --output_dir (the model directory) or T2T's --prefix")
+    if args.avg_dir and args.output_path:
+      raise common.UsageError("give --avg_dir or --output_path, not both")
+    out_dir, name = (os.path.dirname(os.path.abspath(args.output_path)),
+                     os.path.basename(args.output_path)) if args.output_path else (
+        args.avg_dir or f"{output_dir.rstrip('/')}/averaged", "averaged")
+    checkpoints = ([args.prefix + c.strip() for c in args.checkpoints.split(",") if c.strip()]
+                   if args.checkpoints else None)
   try:
-    average.average_checkpoints(
-        args.output_dir, args.avg_dir or f"{args.output_dir.rstrip('/')}/averaged",
-        args.num_last_checkpoints,
-        args.checkpoints.split(",") if args.checkpoints else None)
+    average.average_checkpoints(output_dir, out_dir, args.num_last_checkpoints, checkpoints,
+                                checkpoint_name=name)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

@@ -1,10 +1,15 @@
-"""What the commands share: flag definitions for problems/hparams, and errors as exit status 2.
+"""What the commands share: T2T's flag definitions, and errors as exit status 2.
 
 The library never parses flags; only the modules in `t2t_lite/bin` do, through these helpers.
+Flag names, defaults and meanings are tensor2tensor's (utils/flags.py, bin/t2t_trainer.py,
+bin/t2t_decoder.py); boolean flags take T2T's (absl's) forms too: `--flag`, `--flag=false`,
+`--noflag`.
 """
 
 import argparse
 import contextlib
+import dataclasses
+import os
 import sys
 
 from t2t_lite import registry
@@ -24,6 +29,22 @@ def usage_errors():
     raise SystemExit(2) from None
 
 
+def _bool(text):
+  lowered = str(text).strip().lower()
+  if lowered in ("true", "1", "yes", "t", "y"):
+    return True
+  if lowered in ("false", "0", "no", "f", "n"):
+    return False
+  raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_bool(parser, name, help, default=False):
+  """A boolean flag in T2T's (absl's) forms: `--name`, `--name=true|false`, `--noname`."""
+  parser.add_argument(f"--{name}", nargs="?", const=True, default=default, type=_bool,
+                      metavar="BOOL", help=help)
+  parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
+
+
 def add_problem_flags(parser):
   parser.add_argument("--problem", help="registered problem name (see --registry_help)")
   parser.add_argument("--data_dir", default="t2t_data",
@@ -31,10 +52,42 @@ def add_problem_flags(parser):
   parser.add_argument("--raw_data_dir", default=None,
                       help="read the problem's parallel text from local files in this directory "
                            "instead of downloading (see README, 'Data')")
+  add_tmp_dir_flag(parser)
+  add_usr_dir_flag(parser)
+  add_bool(parser, "registry_help", "list problems and hparams sets, then exit")
+
+
+def add_usr_dir_flag(parser):
   parser.add_argument("--t2t_usr_dir", default=None,
                       help="a Python module or package directory that registers your own problems "
                            "or hparams sets")
-  parser.add_argument("--registry_help", action="store_true", help="list problems and hparams sets")
+
+
+def add_tmp_dir_flag(parser):
+  parser.add_argument("--tmp_dir", default="/tmp/t2t_datagen",
+                      help="T2T's folder for raw downloads; accepted and not used: downloads are "
+                           "kept under --data_dir (TFDS in DATA_DIR/tfds/downloads, Multi30k in "
+                           "DATA_DIR/multi30k), so later runs find them; --raw_data_dir reads "
+                           "local files")
+
+
+def add_recorded_flags(parser):
+  """T2T's naming flags on the commands that read a model directory (decoder, exporter). What
+  the model is comes from OUTPUT_DIR/hparams.json (so overrides are never lost, T2T #672); these
+  are checked against it (`check_recorded`)."""
+  parser.add_argument("--problem", default=None,
+                      help="checked against the problem the model was trained on")
+  parser.add_argument("--model", default=None,
+                      help="checked against the model recorded in OUTPUT_DIR/hparams.json")
+  parser.add_argument("--hparams_set", default=None,
+                      help="checked against the recorded hparams (they are used; a difference "
+                           "is a warning, as T2T's hparams.json overrides the set)")
+  parser.add_argument("--hparams", default="",
+                      help="checked against the recorded hparams, like --hparams_set")
+  parser.add_argument("--data_dir", default=None,
+                      help="used only to find the vocabulary of a model directory that has no "
+                           "vocab.model (the trainer's --data_dir is recorded)")
+  add_usr_dir_flag(parser)
 
 
 def load_usr_dir(args):
@@ -59,6 +112,40 @@ def print_registry():
     print(f"  {alias} -> {target}")
 
 
+def check_recorded(args, output_dir):
+  """Loads --t2t_usr_dir and checks --problem, --model, --hparams_set and --hparams against the
+  model directory; returns its problem (None when its registration is not loaded here).
+
+  Raises:
+    UsageError: a --problem or --model other than the recorded one.
+    registry.RegistryError: an unknown name (its message suggests the closest).
+  """
+  load_usr_dir(args)
+  from t2t_lite import model_dir
+  record = model_dir.read_record(output_dir)
+  if args.problem:
+    from t2t_lite.problems import get_problem as lookup
+    if lookup(args.problem).name != record["problem"]:
+      raise UsageError(f"--problem={args.problem} but {output_dir} was trained on "
+                       f"{record['problem']}; drop --problem or point --output_dir elsewhere")
+  recorded_model = record.get("model", model_dir.DEFAULT_MODEL)
+  if args.model and registry.models.canonical(args.model) != recorded_model:
+    raise UsageError(f"--model={args.model} but {output_dir} holds a {recorded_model}; drop "
+                     "--model or point --output_dir elsewhere")
+  if args.hparams_set or args.hparams:
+    _, recorded = model_dir.read_model_dir(output_dir)
+    given = (resolve_hparams(args.hparams, args.hparams_set) if args.hparams_set
+             else recorded.parse(args.hparams))
+    differences = {f.name: (getattr(recorded, f.name), getattr(given, f.name))
+                   for f in dataclasses.fields(recorded)
+                   if getattr(recorded, f.name) != getattr(given, f.name)}
+    if differences:
+      print(f"warning: the model in {output_dir} was trained with other hparams than "
+            f"--hparams_set/--hparams give (recorded, given): {differences}; using the recorded "
+            "ones", file=sys.stderr)
+  return model_dir.find_problem(record["problem"])
+
+
 def get_problem(args):
   if not args.problem:
     raise UsageError("--problem is required (see --registry_help for the list)")
@@ -78,6 +165,25 @@ def resolve_hparams(hparams_arg, hparams_set=None):
   return get_hparams(hparams_arg)
 
 
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+  """Every flag's help ends with its default (unless the help already says it); the module
+  docstring's examples keep their lines."""
+
+  def _get_help_string(self, action):
+    if "(default" in (action.help or ""):
+      return action.help
+    return super()._get_help_string(action)
+
+
+def parse_args(parser, argv=None):
+  """`parser.parse_args(argv)` with `~` expanded in every path-like value, as T2T's commands
+  expand --data_dir and --output_dir (`--data_dir=~/t2t_data` reaches the program unexpanded)."""
+  args = parser.parse_args(argv)
+  for name, value in vars(args).items():
+    if isinstance(value, str) and value.startswith("~"):
+      setattr(args, name, os.path.expanduser(value))
+  return args
+
+
 def parser(description):
-  return argparse.ArgumentParser(description=description,
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+  return argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)

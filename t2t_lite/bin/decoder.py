@@ -1,52 +1,79 @@
-"""t2t-lite-decoder: translate a file (or stdin) with a trained model directory.
+r"""t2t-lite-decoder: translate a file (or stdin) with a trained model directory (T2T's t2t-decoder).
 
     t2t-lite-decoder --output_dir=runs/base --decode_from_file=newstest2014.en \
         --decode_to_file=out.de --decode_hparams='beam_size=4,alpha=0.6' \
         --decode_reference=newstest2014.de
+
+T2T's form works as typed (--data_dir --problem --model --hparams_set are checked against the
+model directory, whose hparams.json says what the model is). --decode_interactive answers one
+line at a time; --score_file scores given `source<TAB>target` pairs. Decode hparams (T2T's):
+beam_size, alpha, extra_length (100), batch_size, return_beams, write_beam_scores (T2T's n-best:
+text<TAB>score<TAB>text<TAB>score...), max_input_size (<= 0: no limit), num_samples, num_decodes,
+delimiter, sampling_temperature, top_k, seed, xla, constrained.
 """
 
+import os
 import sys
 
 from t2t_lite.bin import common
 
 
-def main(argv=None):
+def build_parser():
   p = common.parser(__doc__)
   p.add_argument("--output_dir", required=True, help="the trainer's model directory")
-  p.add_argument("--problem", default=None,
-                 help="optional: checked against the problem the model was trained on")
+  common.add_recorded_flags(p)
   p.add_argument("--decode_hparams", default="",
-                 help="beam_size, alpha, extra_length, batch_size, return_beams, max_input_size, "
-                      "sampling_temperature, top_k")
+                 help="name=value,... over the problem's decode defaults (see above)")
   p.add_argument("--decode_from_file", default=None, help="input text (default: stdin)")
-  p.add_argument("--decode_to_file", default=None, help="output text (default: stdout)")
+  p.add_argument("--decode_to_file", default=None,
+                 help="output text (default: stdout); with --score_file, the scores")
   p.add_argument("--checkpoint_path", default=None,
                  help="a checkpoint prefix, e.g. an averaged one (default: the latest)")
   p.add_argument("--decode_reference", default=None,
                  help="reference translations: print sacreBLEU and tokenized BLEU after decoding")
-  p.add_argument("--t2t_usr_dir", default=None)
-  args = p.parse_args(argv)
+  common.add_bool(p, "decode_interactive",
+                  "load the model once, then translate each stdin line as soon as it is read "
+                  "(a line 'q' quits)")
+  p.add_argument("--score_file", default=None,
+                 help="score each 'source<TAB>target' line: log P(target + EOS | source) over "
+                      "GNMT's length penalty with the decode hparams' alpha, i.e. the beam "
+                      "search's own score (alpha=0: the log-probability); one %%.6f per line")
+  common.add_bool(p, "keep_timestamp",
+                  "give --decode_to_file the modification time of the checkpoint's .index file")
+  common.add_bool(p, "decode_in_memory", "T2T's; accepted: decodes are always kept in memory")
+  return p
 
+
+def main(argv=None):
+  args = common.parse_args(build_parser(), argv)
   from t2t_lite import model_dir
   with common.usage_errors():
-    common.load_usr_dir(args)
-    problem_name, _ = model_dir.read_model_dir(args.output_dir)
-    if args.problem and args.problem != problem_name:
-      raise common.UsageError(f"--problem={args.problem} but {args.output_dir} was trained on "
-                              f"{problem_name}; drop --problem or point --output_dir elsewhere")
-    problem = model_dir.find_problem(problem_name)
+    problem = common.check_recorded(args, args.output_dir)
     decode_hparams = model_dir.decode_defaults(problem).parse(args.decode_hparams)
+    if args.score_file and args.decode_interactive:
+      raise common.UsageError("give --score_file or --decode_interactive, not both")
   from t2t_lite.decoding import decode_files
   try:
+    if args.score_file:
+      decode_files.score_file(args.output_dir, decode_hparams, args.score_file,
+                              args.decode_to_file, args.checkpoint_path)
+      return 0
+    if args.decode_interactive:
+      decode_files.decode_interactively(args.output_dir, decode_hparams, args.checkpoint_path)
+      return 0
     outputs = decode_files.decode_file(args.output_dir, decode_hparams, args.decode_from_file,
                                        args.decode_to_file, args.checkpoint_path)
-  except (model_dir.ModelDirError, FileNotFoundError) as e:
+  except (ValueError, FileNotFoundError) as e:  # ModelDirError is a ValueError
     print(f"error: {e}", file=sys.stderr)
     return 2
+  if args.keep_timestamp and args.decode_to_file:
+    import tensorflow as tf
+    index = (args.checkpoint_path or tf.train.latest_checkpoint(args.output_dir)) + ".index"
+    os.utime(args.decode_to_file, (os.path.getmtime(index),) * 2)
   if args.decode_reference:
     from t2t_lite.decoding import bleu_score
     references = decode_files.read_lines(args.decode_reference)
-    hyps = [o.split("\t")[0] for o in outputs]
+    hyps = [o.split("\t")[0] for o in outputs[:len(references)]]
     target_language = problem.target_language if problem else "de"
     print(bleu_score.bleu_report(hyps, references, target_language), file=sys.stderr)
   return 0

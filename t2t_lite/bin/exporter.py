@@ -1,31 +1,46 @@
 """t2t-lite-exporter: write a text-in/text-out SavedModel (TF Serving layout DIR/<version>/).
 
-    t2t-lite-exporter --output_dir=runs/base --export_dir=export --decode_hparams='beam_size=4'
+    t2t-lite-exporter --output_dir=runs/base --decode_hparams='beam_size=4'
+
+T2T's form works as typed (`--model --hparams_set --problem --data_dir --output_dir`, checked
+against the model directory); the SavedModel goes to EXPORT_DIR/<version>, by default
+OUTPUT_DIR/export/<version> (or the folder of --checkpoint_path), as T2T's exporter does.
+Signatures: serving_default (text -> translations, scores) and nbest (every beam with its score).
 """
 
+import os
 import sys
 
 from t2t_lite.bin import common
 
 
-def main(argv=None):
+def build_parser():
   p = common.parser(__doc__)
   p.add_argument("--output_dir", required=True, help="the trainer's model directory")
-  p.add_argument("--export_dir", required=True, help="the SavedModel goes to EXPORT_DIR/<version>")
+  common.add_recorded_flags(p)
+  p.add_argument("--export_dir", default=None,
+                 help="the SavedModel goes to EXPORT_DIR/<version> (default: "
+                      "OUTPUT_DIR/export, or CHECKPOINT_PATH's folder/export)")
   p.add_argument("--decode_hparams", default="",
                  help="overrides of the problem's decode defaults: beam_size, alpha, extra_length, "
                       "max_input_size, constrained")
-  p.add_argument("--checkpoint_path", default=None, help="default: the latest checkpoint")
+  p.add_argument("--checkpoint_path", default=None, help="a checkpoint prefix (default: the latest)")
   p.add_argument("--version", default=None, help="numeric version folder (default: a timestamp)")
-  args = p.parse_args(argv)
+  return p
+
+
+def main(argv=None):
+  args = common.parse_args(build_parser(), argv)
   from t2t_lite import model_dir
   with common.usage_errors():  # (a missing model directory is a ModelDirError, a ValueError)
-    problem = model_dir.find_problem(model_dir.read_record(args.output_dir)["problem"])
+    problem = common.check_recorded(args, args.output_dir)
     decode_hparams = model_dir.decode_defaults(problem).parse(args.decode_hparams)
+  checkpoint_dir = (os.path.dirname(args.checkpoint_path) if args.checkpoint_path
+                    else args.output_dir)
   from t2t_lite.export import saved_model
   try:
-    saved_model.export(args.output_dir, args.export_dir, decode_hparams, args.checkpoint_path,
-                       args.version)
+    saved_model.export(args.output_dir, args.export_dir or os.path.join(checkpoint_dir, "export"),
+                       decode_hparams, args.checkpoint_path, args.version)
   except (model_dir.ModelDirError, FileExistsError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

@@ -1,43 +1,123 @@
-"""t2t-lite-trainer: train a Transformer on a problem (T2T's t2t-trainer flags).
+r"""t2t-lite-trainer: train a Transformer on a problem (T2T's t2t-trainer flags).
 
     t2t-lite-trainer --problem=translate_ende --hparams=big --output_dir=runs/big
+    t2t-lite-trainer --data_dir=~/t2t_data --problem=translate_ende_wmt32k --model=transformer \
+        --hparams_set=transformer_base_single_gpu --output_dir=runs/base   # T2T's spelling
+
+Flag names, defaults and meanings are T2T's (utils/flags.py, bin/t2t_trainer.py); where one
+means something else here, its help says what it does here.
 """
 
+import json
+import os
 import sys
 
 from t2t_lite.bin import common
 
+SCHEDULES = {  # T2T's --schedule values that exist here -> what runs
+    "continuous_train_and_eval": "train, evaluating every --local_eval_frequency steps",
+    "train_and_evaluate": "the same as continuous_train_and_eval",
+    "train": "train only, no evaluation",
+    "evaluate": "evaluate the newest checkpoint once",
+    "continuous_eval": "evaluate every new checkpoint until one reaches --train_steps (or none "
+                       "comes for --eval_timeout_mins): beside a --schedule=train process",
+    "evaluate_on_train_data": "evaluate the newest checkpoint on training data",
+    "continuous_eval_on_train_data": "continuous_eval on training data",
+}
+EVAL_SCHEDULES = ("evaluate", "continuous_eval", "evaluate_on_train_data",
+                  "continuous_eval_on_train_data")
 
-def main(argv=None):
+
+def build_parser(argv=None):
   p = common.parser(__doc__)
   common.add_problem_flags(p)
   p.add_argument("--hparams", default="",
                  help="hparams set name or alias, optionally with overrides: big,dropout=0.1; "
-                      "with --hparams_set, only overrides: a=1,b=2")
-  p.add_argument("--hparams_set", default=None, help="T2T spelling: the set name")
+                      "with --hparams_set, only overrides: a=1,b=2 (T2T's hparam names work)")
+  p.add_argument("--hparams_set", default=None, help="T2T's spelling: the set name")
   p.add_argument("--model", default="transformer",
                  help="registered model (t2t_lite.registry.models; built from the hparams and "
                       "recorded in OUTPUT_DIR/hparams.json)")
   p.add_argument("--output_dir", required="--registry_help" not in (argv or sys.argv),
                  help="model directory: hparams.json, checkpoints, TensorBoard logs")
-  p.add_argument("--overwrite_output_dir", action="store_true",
-                 help="delete what --output_dir holds and start over")
-  p.add_argument("--train_steps", type=int, default=100000, help="total optimizer updates")
+  common.add_bool(p, "overwrite_output_dir", "delete what --output_dir holds and start over")
+  p.add_argument("--schedule", default="continuous_train_and_eval", choices=sorted(SCHEDULES),
+                 help="what to run: " + "; ".join(f"{k}: {v}" for k, v in SCHEDULES.items()))
+  p.add_argument("--train_steps", type=int, default=250000, help="total optimizer updates")
   p.add_argument("--eval_steps", type=int, default=100, help="dev batches per evaluation (0: none)")
+  p.add_argument("--local_eval_frequency", type=int, default=1000,
+                 help="save a checkpoint and evaluate every N updates (T2T)")
+  p.add_argument("--save_checkpoints_steps", type=int, default=None,
+                 help="updates between checkpoints (default: --local_eval_frequency)")
+  p.add_argument("--save_checkpoints_secs", type=int, default=0,
+                 help="> 0: checkpoint (and evaluate) every N seconds instead of every N steps")
   p.add_argument("--eval_every", type=int, default=None,
-                 help="updates between evaluations (default: --save_checkpoints_steps)")
-  p.add_argument("--no_eval_bleu", action="store_true", help="skip the dev BLEU by decoding")
-  p.add_argument("--save_checkpoints_steps", type=int, default=1000)
+                 help="updates between evaluations (default: at every checkpoint)")
+  common.add_bool(p, "eval_use_test_set", "evaluate on the test split instead of dev")
+  p.add_argument("--eval_timeout_mins", type=float, default=240,
+                 help="continuous_eval: stop when no new checkpoint comes for this long")
+  common.add_bool(p, "no_eval_bleu", "skip the dev BLEU by decoding")
+  p.add_argument("--decode_hparams", default="",
+                 help="the dev BLEU's decoding: name=value,... over the problem's decode "
+                      "defaults with beam_size=1 (greedy)")
   p.add_argument("--train_minutes", type=float, default=None,
                  help="wall-clock budget of this run: stop (saving a checkpoint) after it")
-  p.add_argument("--keep_checkpoint_max", type=int, default=20)
-  p.add_argument("--log_every", type=int, default=100)
-  p.add_argument("--worker_gpu", type=int, default=None,
-                 help="GPUs on this machine (default: all visible; 1: a single device)")
+  p.add_argument("--keep_checkpoint_max", type=int, default=20,
+                 help="how many recent checkpoints to keep")
+  p.add_argument("--keep_checkpoint_every_n_hours", type=float, default=10000,
+                 help="also keep one checkpoint per N hours of training (the default 10,000 "
+                      "effectively disables it, as in T2T)")
+  p.add_argument("--log_every", "--log_step_count_steps", dest="log_every", type=int, default=100,
+                 help="updates between progress lines (T2T: --log_step_count_steps)")
+  p.add_argument("--random_seed", type=int, default=None,
+                 help="seed of data shuffling, initialization and dropout: sets the hparam seed "
+                      "(recorded in hparams.json)")
+  common.add_bool(p, "xla_compile", "compile training steps with XLA (sets the hparam "
+                                    "xla_compile=true)")
+  common.add_bool(p, "generate_data", "write the problem's vocabulary and token shards before "
+                                      "training (what t2t-lite-datagen does)")
+  p.add_argument("--worker_gpu", type=int, default=1,
+                 help="GPUs on this machine: 1 is one device (T2T's default); N > 1 mirrors over "
+                      "N GPUs; 0 uses every visible GPU")
+  p.add_argument("--worker_replicas", type=int, default=1,
+                 help="machines training together; > 1 needs TF_CONFIG naming them "
+                      "(MultiWorkerMirroredStrategy, synchronous: T2T's were asynchronous)")
+  p.add_argument("--worker_id", type=int, default=0,
+                 help="this machine's index among --worker_replicas (TF_CONFIG's task index)")
+  p.add_argument("--inter_op_parallelism_threads", type=int, default=0,
+                 help="TensorFlow threads between ops on the CPU (0: TensorFlow's choice)")
+  p.add_argument("--intra_op_parallelism_threads", type=int, default=0,
+                 help="TensorFlow threads within an op on the CPU (0: TensorFlow's choice)")
+  common.add_bool(p, "use_tpu", "train on a TPU (TPUStrategy) named by --tpu, --master or "
+                                "--cloud_tpu_name")
   p.add_argument("--tpu", default=None, help="TPU name or address: use TPUStrategy")
-  p.add_argument("--export", action="store_true",
-                 help="export a SavedModel to OUTPUT_DIR/export at the end of training")
-  args = p.parse_args(argv)
+  p.add_argument("--master", default="", help="with --use_tpu: the TPU's address (T2T)")
+  p.add_argument("--cloud_tpu_name", default=f"{os.environ.get('USER', 'user')}-tpu",
+                 help="with --use_tpu: the Cloud TPU's name (T2T's default: $USER-tpu)")
+  common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training")
+  return p
+
+
+def check_workers(worker_replicas, worker_id):
+  """T2T's --worker_replicas/--worker_id against TF_CONFIG, which says who the workers are."""
+  if worker_replicas <= 1 and worker_id == 0:
+    return
+  config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+  cluster = config.get("cluster", {})
+  workers = len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+  if workers != worker_replicas:
+    raise common.UsageError(
+        f"--worker_replicas={worker_replicas} but TF_CONFIG names {workers} workers; set "
+        "TF_CONFIG on every machine to the cluster and its own task index (README, 'Devices')")
+  index = config.get("task", {}).get("index", 0)
+  if config.get("task", {}).get("type") == "worker" and "chief" in cluster:
+    index += 1
+  if index != worker_id:
+    raise common.UsageError(f"--worker_id={worker_id} but TF_CONFIG's task is worker {index}")
+
+
+def main(argv=None):
+  args = common.parse_args(build_parser(argv), argv)
 
   with common.usage_errors():
     common.load_usr_dir(args)
@@ -48,23 +128,57 @@ def main(argv=None):
     model = registry.models.canonical(args.model)
     problem = common.get_problem(args)
     hparams = common.resolve_hparams(args.hparams, args.hparams_set)
+    if args.random_seed is not None:
+      hparams = hparams.replace(seed=args.random_seed)
+    if args.xla_compile:
+      hparams = hparams.replace(xla_compile=True)
+    check_workers(args.worker_replicas, args.worker_id)
+    decode_hparams = problem.default_decode_hparams().replace(beam_size=1).parse(
+        args.decode_hparams)
 
+  import tensorflow as tf
+  if args.inter_op_parallelism_threads:
+    tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_parallelism_threads)
+  if args.intra_op_parallelism_threads:
+    tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_parallelism_threads)
+  if args.random_seed is not None:
+    import keras
+    keras.utils.set_random_seed(args.random_seed)
   from t2t_lite.decoding import dev_bleu
-  from t2t_lite.training import distribute, train_loop
-  flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
-  with common.usage_errors():
-    strategy = distribute.make_strategy(args.worker_gpu, args.tpu)
+  from t2t_lite.training import distribute, evaluation, train_loop
+  eval_split = "test" if args.eval_use_test_set else "dev"
   evaluate_fn = None  # real BLEU by decoding dev sentences at each evaluation
   if not args.no_eval_bleu and hparams.eval_bleu_examples > 0:
-    evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples)
+    evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples,
+                                           decode_hparams, split=eval_split)
   try:
+    if args.schedule in EVAL_SCHEDULES:
+      on_train = args.schedule.endswith("on_train_data")
+      evaluation.evaluate_checkpoints(
+          problem, args.output_dir, args.data_dir, args.eval_steps,
+          split="train" if on_train else eval_split, evaluate_fn=None if on_train else evaluate_fn,
+          continuous=args.schedule.startswith("continuous"), train_steps=args.train_steps,
+          timeout_minutes=args.eval_timeout_mins, summary_name="eval_train" if on_train else "eval")
+      return 0
+    if args.generate_data:
+      from t2t_lite.data.token_shards import generate_data
+      generate_data(problem, args.data_dir)
+    tpu = args.tpu or ((args.master or args.cloud_tpu_name) if args.use_tpu else None)
+    with common.usage_errors():
+      strategy = distribute.make_strategy(args.worker_gpu, tpu)
+    flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
+    training_only = args.schedule == "train"
     results = train_loop.train_and_evaluate(
         problem, hparams, args.output_dir, data_dir=args.data_dir, train_steps=args.train_steps,
-        eval_steps=args.eval_steps, save_checkpoints_steps=args.save_checkpoints_steps,
+        eval_steps=0 if training_only else args.eval_steps,
+        save_checkpoints_steps=args.save_checkpoints_steps or args.local_eval_frequency,
         keep_checkpoint_max=args.keep_checkpoint_max, eval_every=args.eval_every,
         log_every=args.log_every, strategy=strategy, flags=flags,
-        overwrite=args.overwrite_output_dir, evaluate_fn=evaluate_fn,
-        max_train_seconds=args.train_minutes * 60 if args.train_minutes else None, model=model)
+        overwrite=args.overwrite_output_dir,
+        evaluate_fn=None if training_only else evaluate_fn,
+        max_train_seconds=args.train_minutes * 60 if args.train_minutes else None, model=model,
+        save_checkpoints_secs=args.save_checkpoints_secs,
+        keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

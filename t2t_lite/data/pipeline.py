@@ -1,7 +1,7 @@
 """The input pipeline: text pairs -> token-budget batches, one small named step per function.
 
-    read -> shard -> tokenize -> append_eos -> filter_by_length (train) -> unchunk -> shuffle
-         -> repeat (train) -> batch_by_length -> prefetch
+    read -> shard -> tokenize -> append_eos -> truncate -> filter_by_length (train) -> unchunk
+         -> shuffle -> repeat (train) -> batch_by_length -> prefetch
 
 `make_batches` chains the steps after `tokenize`; each step is a plain function of a
 tf.data.Dataset, so a test (or a user) can run any prefix of the chain.
@@ -72,6 +72,22 @@ def append_eos(chunks, eos_id=EOS_ID):
   return chunks.map(append, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
 
 
+def truncate(chunks, max_input_length=0, max_target_length=0):
+  """Cuts inputs and targets (EOS included) to at most these lengths; <= 0 leaves a side whole.
+
+  T2T's `max_input_seq_length` / `max_target_seq_length` (its `preprocess_example_common`).
+  Example: max_input_length=2 turns {"inputs": [[5, 6, 7, 1]]} into {"inputs": [[5, 6]]}.
+  """
+  limits = {"inputs": max_input_length, "targets": max_target_length}
+  if all(limit <= 0 for limit in limits.values()):
+    return chunks
+
+  def cut(chunk):
+    return {key: ids[:, :limits[key]] if limits[key] > 0 else ids for key, ids in chunk.items()}
+
+  return chunks.map(cut, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+
+
 def example_length(example):
   """max(len(inputs), len(targets)) of a single pair: what it costs in a token-budget batch (T2T)."""
   return tf.maximum(tf.size(example["inputs"]), tf.size(example["targets"]))
@@ -139,7 +155,7 @@ def bucket_batch_sizes(boundaries, batch_size):
 
 
 def batch_by_length(dataset, batch_size, max_length, length_bucket_step=1.1,
-                    static_shapes=False, drop_remainder=False):
+                    static_shapes=False, drop_remainder=False, fixed_batch_size=False):
   """Groups pairs into token-budget batches: {"inputs": [B, L], "targets": [B, L]}, 0-padded.
 
   A pair of length l (see `example_length`) goes to the first bucket whose bound U >= l; its batch
@@ -153,7 +169,13 @@ def batch_by_length(dataset, batch_size, max_length, length_bucket_step=1.1,
 
   With `static_shapes`, every batch is [batch_size // max_length, max_length] and, if
   `drop_remainder`, incomplete batches are dropped so the shape never changes.
+  With `fixed_batch_size` (T2T's `use_fixed_batch_size`), `batch_size` counts pairs: batches of
+  `batch_size` pairs in input order, each padded to its longest pair (no buckets).
   """
+  if fixed_batch_size:
+    upper = tf.constant([-1], tf.int64)
+    return dataset.ragged_batch(batch_size, drop_remainder=drop_remainder).map(
+        lambda batch: _pad(batch, upper[0], False, batch_size, max_length))
   if static_shapes:
     boundaries = [max_length]
   else:
@@ -167,23 +189,27 @@ def batch_by_length(dataset, batch_size, max_length, length_bucket_step=1.1,
     length = tf.cast(example_length(example), tf.int64)
     return tf.cast(tf.searchsorted(upper[:-1], tf.reshape(length, [1]), side="left")[0], tf.int64)
 
-  def pad(batch, padded_length):
-    # -1 (overflow bucket): pad to the longest pair of the batch.
-    longest = tf.cast(tf.maximum(tf.reduce_max(batch["inputs"].row_lengths()),
-                                 tf.reduce_max(batch["targets"].row_lengths())), tf.int64)
-    length = tf.where(padded_length < 0, longest, padded_length)
-    padded = {key: ids.to_tensor(PAD_ID, shape=tf.stack([tf.cast(ids.nrows(), tf.int64), length]))
-              for key, ids in batch.items()}                        # [B, L] each
-    if static_shapes and drop_remainder:
-      fixed = [bucket_batch_sizes([max_length], batch_size)[0], max_length]
-      padded = {key: tf.ensure_shape(ids, fixed) for key, ids in padded.items()}
-    return padded
-
   def batch_window(bucket, window):
     return (window.ragged_batch(sizes[bucket], drop_remainder=drop_remainder)
-            .map(lambda batch: pad(batch, upper[bucket])))
+            .map(lambda batch: _pad(batch, upper[bucket], static_shapes and drop_remainder,
+                                    batch_size, max_length)))
 
   return dataset.group_by_window(bucket_id, batch_window, window_size_func=lambda b: sizes[b])
+
+
+def _pad(batch, padded_length, static, batch_size, max_length):
+  """A ragged batch -> {"inputs": [B, L], "targets": [B, L]}, 0-padded to `padded_length` (-1:
+  the longest pair of the batch); `static` fixes the shape to [batch_size // max_length,
+  max_length]."""
+  longest = tf.cast(tf.maximum(tf.reduce_max(batch["inputs"].row_lengths()),
+                               tf.reduce_max(batch["targets"].row_lengths())), tf.int64)
+  length = tf.where(padded_length < 0, longest, padded_length)
+  padded = {key: ids.to_tensor(PAD_ID, shape=tf.stack([tf.cast(ids.nrows(), tf.int64), length]))
+            for key, ids in batch.items()}                          # [B, L] each
+  if static:
+    fixed = [bucket_batch_sizes([max_length], batch_size)[0], max_length]
+    padded = {key: tf.ensure_shape(ids, fixed) for key, ids in padded.items()}
+  return padded
 
 
 def prefetch(dataset):
@@ -195,11 +221,13 @@ def make_batches(token_chunks, hparams, training, eos_id=EOS_ID,
                  shuffle_buffer=DEFAULT_SHUFFLE_BUFFER):
   """The chain after `tokenize`: chunks of ids without EOS -> training or evaluation batches.
 
-  Training: append EOS, drop pairs longer than `hparams.max_length`, shuffle (seeded by
-  `hparams.seed`), repeat forever, batch by length, prefetch. Evaluation: append EOS, keep every
-  pair in one pass, batch by length, prefetch.
+  Training: append EOS, cut to `max_input_seq_length` / `max_target_seq_length` (T2T's; 0: no
+  cut), drop pairs longer than `hparams.max_length`, shuffle (seeded by `hparams.seed`), repeat
+  forever, batch by length, prefetch. Evaluation: append EOS, cut likewise, keep every pair in one
+  pass, batch by length, prefetch.
   """
-  chunks = append_eos(token_chunks, eos_id)
+  chunks = truncate(append_eos(token_chunks, eos_id), hparams.max_input_seq_length,
+                    hparams.max_target_seq_length)
   if training:
     chunks = filter_by_length(chunks, hparams.max_length)
   dataset = unchunk(chunks)
@@ -208,7 +236,8 @@ def make_batches(token_chunks, hparams, training, eos_id=EOS_ID,
   max_length = hparams.max_length or 256
   dataset = batch_by_length(dataset, hparams.batch_size, max_length, hparams.length_bucket_step,
                             static_shapes=hparams.static_batch_shapes,
-                            drop_remainder=training and hparams.static_batch_shapes)
+                            drop_remainder=training and hparams.static_batch_shapes,
+                            fixed_batch_size=hparams.use_fixed_batch_size)
   return prefetch(dataset)
 
 

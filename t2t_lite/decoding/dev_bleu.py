@@ -16,9 +16,10 @@ from t2t_lite.problems import Problem
 
 
 def bleu_evaluation(problem: Problem, data_dir: str | None, examples: int,
-                    decode_hparams: DecodeHParams | None = None
+                    decode_hparams: DecodeHParams | None = None, split: str = "dev"
                     ) -> Callable[[keras.Model], dict[str, float]]:
-  """`evaluate(model) -> {"bleu": sacreBLEU}` on the first `examples` dev pairs of `problem`.
+  """`evaluate(model) -> {"bleu": sacreBLEU}` on the first `examples` pairs of `split` (dev; the
+  trainer's --eval_use_test_set gives test) of `problem`.
 
   Args:
     problem: the Problem being trained (its dev split and vocabulary).
@@ -34,7 +35,7 @@ def bleu_evaluation(problem: Problem, data_dir: str | None, examples: int,
 
   def evaluate(model):
     if state.get("model") is not model:
-      pairs = problem.text_pairs("dev", data_dir)[:examples]
+      pairs = problem.text_pairs(split, data_dir)[:examples]
       state.update(model=model, pairs=pairs,
                    translator=Translator(model, problem.get_vocab(data_dir), decode_hparams))
     pairs = state["pairs"]

@@ -6,9 +6,10 @@ they translate alike.
 
 Input policy (documented in the README):
 - an empty (or all-whitespace) line gives an empty output line, without decoding;
-- a source longer than the limit (`max_input_size` in decode hparams, else 256 subwords, the
-  training length limit of T2T's sets) is truncated to its first limit - 1 subwords plus EOS,
-  with a warning naming the line;
+- a source longer than the limit (`max_input_size` in decode hparams, 256 subwords by default,
+  the training length limit of T2T's sets; <= 0, T2T's -1, means the model's own limit,
+  max_position - 1) is truncated to its first limit - 1 subwords plus EOS, with a warning naming
+  the line;
 - the output length is at most source length + `extra_length` (the paper: 50), capped at the
   model's `max_position`.
 """
@@ -108,17 +109,21 @@ def join_cache(growing, fixed):
                       for name in growing}}
 
 
-DEFAULT_SOURCE_LIMIT = 256  # T2T's max_length: longer training pairs are dropped, so never seen
-
-
 def source_limit(decode_hparams, max_position):
   """The longest source, in subwords including EOS, that the model is given.
 
-  `max_input_size` from decode hparams, else 256 (the training `max_length` of T2T's sets);
-  never more than the model's `max_position - 1`.
+  `max_input_size` of the decode hparams (default 256, the training `max_length` of T2T's sets);
+  <= 0 (T2T's -1) means no limit but the model's: `max_position - 1`, never exceeded.
   """
-  limit = decode_hparams.max_input_size or DEFAULT_SOURCE_LIMIT
-  return max(min(limit, max_position - 1), 2)
+  model_limit = max_position - 1
+  limit = decode_hparams.max_input_size if decode_hparams.max_input_size > 0 else model_limit
+  return max(min(limit, model_limit), 2)
+
+
+def format_beams(beams: list[tuple[str, float]], write_scores: bool) -> str:
+  """One output record: the beams' texts joined by tabs, each followed by a tab and its score
+  with `write_scores` (T2T's n-best line: `text\tscore\ttext\tscore`, scores as %.2f)."""
+  return "\t".join(text + (f"\t{score:.2f}" if write_scores else "") for text, score in beams)
 
 
 def encode_sources(vocab, lines, limit, warn=print):
@@ -157,6 +162,7 @@ class Translator:
     self.model = model
     self.vocab = vocab
     self.decode_hparams = decode_hparams
+    self.constraint = constraint
     max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
     self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
@@ -185,15 +191,21 @@ class Translator:
         results[i] = [(strip_ids(ids[row, b]), float(scores[row, b])) for b in range(ids.shape[1])]
     return results
 
-  def translate(self, lines: list[str], return_beams: bool | None = None) -> list[str]:
-    """Translations of `lines`: one string per line (beams joined by tabs with return_beams)."""
-    return_beams = self.decode_hparams.return_beams if return_beams is None else return_beams
+  def translate_beams(self, lines: list[str]) -> list[list[tuple[str, float]]]:
+    """Every line's hypotheses as (text, score), best first: `num_beams` of them; none for an
+    empty line, which is not decoded."""
     beams = self.translate_ids(encode_sources(self.vocab, lines, self.limit, self.warn))
-    out = []
-    for line_beams in beams:
-      texts = [self.vocab.decode(ids) for ids, _ in line_beams] or [""]
-      out.append("\t".join(texts) if return_beams else texts[0])
-    return out
+    return [[(self.vocab.decode(ids), score) for ids, score in line_beams]
+            for line_beams in beams]
+
+  def translate(self, lines: list[str], return_beams: bool | None = None) -> list[str]:
+    """Translations of `lines`: one string per line; with return_beams every beam, tab
+    separated; with the decode hparams' write_beam_scores each followed by its score. An empty
+    line gives an empty string."""
+    return_beams = self.decode_hparams.return_beams if return_beams is None else return_beams
+    return [format_beams(beams if return_beams else beams[:1],
+                         self.decode_hparams.write_beam_scores)
+            for beams in self.translate_beams(lines)]
 
 
 def load_translator(output_dir: str, decode_hparams: DecodeHParams,

@@ -9,6 +9,10 @@ t2t_lite:
     translate = tf.saved_model.load("export/1").signatures["serving_default"]
     translate(text=tf.constant(["Hello world."]))["translations"]
 
+The `nbest` signature returns every hypothesis of the search, best first: `translations` [N,
+beams] and `scores` [N, beams], the n-best list the decoder writes with
+`return_beams=true,write_beam_scores=true` (beams = beam_size; 1 for greedy and sampling).
+
 The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
 """
@@ -30,7 +34,8 @@ DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
 
 
 class TranslationModule(tf.Module):
-  """text [N] string -> {"translations": [N] string, "scores": [N] float32}."""
+  """text [N] string -> {"translations": [N] string, "scores": [N] float32} (`serve`), and all
+  the hypotheses: [N, beams] each (`serve_nbest`)."""
 
   def __init__(self, model, tokenizer, decode_hparams, constraint=None):
     super().__init__()
@@ -42,9 +47,12 @@ class TranslationModule(tf.Module):
     max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
     self._search = make_search_fn(model, decode_hparams, max_position, constraint)
-    self.serve = tf.function(self._serve, input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    text_spec = [tf.TensorSpec([None], tf.string, name="text")]
+    self.serve = tf.function(self._serve, input_signature=text_spec)
+    self.serve_nbest = tf.function(self._serve_nbest, input_signature=text_spec)
 
-  def _serve(self, text):
+  def _search_text(self, text):
+    """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N])."""
     pieces = self.tokenizer.tokenize(text)                                 # ragged [N, (len)]
     pieces = tf.cast(pieces, tf.int32)[:, :self.limit - 1]                 # truncation policy
     lengths = pieces.row_lengths()                                          # [N]
@@ -53,11 +61,25 @@ class TranslationModule(tf.Module):
         tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(lengths))
     source = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)                 # [N, S]
     ids, scores = self._search(source)                                       # [N, beams, L]
-    best = ids[:, 0, :]                                                       # [N, L]
-    translations = self.tokenizer.detokenize(strip_after_eos(best, self.vocab_size))
-    empty = tf.fill(tf.shape(text), "")
-    return {"translations": tf.where(nonempty, translations, empty),
+    return ids, scores, nonempty
+
+  def _detokenize(self, ids, nonempty):
+    """ids [N, L] -> [N] strings; "" for an empty input."""
+    translations = self.tokenizer.detokenize(strip_after_eos(ids, self.vocab_size))
+    return tf.where(nonempty, translations, tf.fill(tf.shape(nonempty), ""))
+
+  def _serve(self, text):
+    ids, scores, nonempty = self._search_text(text)
+    return {"translations": self._detokenize(ids[:, 0, :], nonempty),
             "scores": tf.where(nonempty, scores[:, 0], tf.zeros_like(scores[:, 0]))}
+
+  def _serve_nbest(self, text):
+    ids, scores, nonempty = self._search_text(text)                          # [N, beams, L]
+    shape = tf.shape(ids)
+    flat_nonempty = tf.repeat(nonempty, shape[1])                            # [N * beams]
+    flat = self._detokenize(tf.reshape(ids, [-1, shape[2]]), flat_nonempty)  # [N * beams]
+    return {"translations": tf.reshape(flat, shape[:2]),                     # [N, beams]
+            "scores": tf.where(nonempty[:, None], scores, tf.zeros_like(scores))}
 
 
 def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | None = None,
@@ -66,8 +88,8 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
 
   Args:
     decode_hparams: beam size, alpha, extra length and the problem's decoding constraint
-      (parsing) fixed into the graph (default: the problem's decode defaults: the paper's beam
-      4, alpha 0.6, extra length 50 for translation; beam 21, alpha 0.3, +300 for parsing).
+      (parsing) fixed into the graph (default: the problem's decode defaults: T2T's beam 4,
+      alpha 0.6, extra length 100 for translation; beam 21, alpha 0.3, +300 for parsing).
       They are written to `<version>/assets.extra/decode_hparams.json`.
     checkpoint_path: default: the latest checkpoint of `output_dir`.
     version: the numeric folder name (default: seconds since the epoch, as TF Serving expects
@@ -93,7 +115,8 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   os.makedirs(export_dir, exist_ok=True)
   tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
   try:
-    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve})
+    tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve,
+                                                 "nbest": module.serve_nbest})
     # What the graph decodes with, for people and tools (TF Serving ignores assets.extra).
     os.makedirs(os.path.join(tmp, "assets.extra"))
     with open(os.path.join(tmp, "assets.extra", DECODE_HPARAMS_FILE), "w", encoding="utf-8") as f:

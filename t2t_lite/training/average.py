@@ -8,6 +8,7 @@ the result is for decoding and export.
 
 import os
 import shutil
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -28,8 +29,10 @@ def last_checkpoints(output_dir: str, count: int) -> list[str]:
 
 
 def average_checkpoints(output_dir: str, out_dir: str, count: int = 5,
-                        checkpoint_paths: list[str] | None = None) -> str:
-  """Averages the last `count` checkpoints of `output_dir` into `out_dir`; returns the new prefix.
+                        checkpoint_paths: list[str] | None = None,
+                        checkpoint_name: str = "averaged") -> str:
+  """Averages the last `count` checkpoints of `output_dir` into `out_dir`; returns the new prefix
+  (`out_dir/<checkpoint_name>-<step of the newest averaged checkpoint>`).
 
   `out_dir` becomes a model directory of its own (hparams.json and vocab copied), so the decoder
   and exporter can take it as `--output_dir` too.
@@ -52,8 +55,39 @@ def average_checkpoints(output_dir: str, out_dir: str, count: int = 5,
         shutil.copyfile(os.path.join(output_dir, name), os.path.join(out_dir, name))
   step = int(paths[-1].rsplit("-", 1)[-1]) if paths[-1].rsplit("-", 1)[-1].isdigit() else None
   manager = tf.train.CheckpointManager(checkpoint, out_dir, max_to_keep=None,
-                                       checkpoint_name="averaged")
+                                       checkpoint_name=checkpoint_name)
   prefix = manager.save(checkpoint_number=step)
   print(f"averaged {len(paths)} checkpoints of {problem_name} "
         f"({', '.join(os.path.basename(p) for p in paths)}) into {prefix}", flush=True)
   return prefix
+
+
+def checkpoint_step(path: str) -> int:
+  """The step of a checkpoint prefix `.../ckpt-1200` (its number)."""
+  return int(path.rsplit("-", 1)[-1])
+
+
+def average_all(output_dir: str, out_dir: str, count: int = 8, min_steps: int = 0,
+                wait_minutes: float = 0, poll_seconds: float = 10) -> list[str]:
+  """T2T's t2t-avg-all: for every checkpoint of `output_dir` (steps >= `min_steps`, in order)
+  that has `count` checkpoints up to it, writes their average as `out_dir/model.ckpt-<step>`;
+  then waits up to `wait_minutes` for new checkpoints (training still running), and stops when
+  none came. Windows already averaged in `out_dir` are skipped. Returns the prefixes written."""
+  written, done = [], set()
+  state = tf.train.get_checkpoint_state(out_dir) if os.path.isdir(out_dir) else None
+  done.update(checkpoint_step(p) for p in (state.all_model_checkpoint_paths if state else []))
+  deadline = time.time() + wait_minutes * 60
+  while True:
+    state = tf.train.get_checkpoint_state(output_dir)
+    paths = sorted((p for p in (state.all_model_checkpoint_paths if state else [])
+                    if checkpoint_step(p) >= min_steps), key=checkpoint_step)
+    new = [i for i in range(count - 1, len(paths)) if checkpoint_step(paths[i]) not in done]
+    for i in new:
+      written.append(average_checkpoints(output_dir, out_dir, count, paths[i - count + 1:i + 1],
+                                         checkpoint_name="model.ckpt"))
+      done.add(checkpoint_step(paths[i]))
+    if new:
+      deadline = time.time() + wait_minutes * 60
+    if time.time() >= deadline:
+      return written
+    time.sleep(poll_seconds)

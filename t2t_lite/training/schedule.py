@@ -1,13 +1,29 @@
-"""Learning-rate schedules (paper section 5.3 and T2T's variants).
+"""Learning-rate schedules (paper section 5.3) in T2T's form: a product of named factors.
 
-The paper: `lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)` ("noam").
-T2T's later sets use `constant * linear_warmup * rsqrt_decay * rsqrt_hidden_size`
-("rsqrt_decay"), which is the same curve times `learning_rate_constant` (2.0 in those sets):
-`constant * min(1, step / warmup) * max(step, warmup)^-0.5 * d_model^-0.5`.
+The paper: `lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)` ("noam"). T2T
+(utils/learning_rate.py) multiplies the factors named in `learning_rate_schedule`:
+
+    constant                learning_rate_constant
+    linear_warmup           min(1, step / warmup)
+    rsqrt_decay             max(step, warmup)^-0.5
+    rsqrt_normalized_decay  warmup^0.5 * max(step, warmup)^-0.5
+    rsqrt_hidden_size       d_model^-0.5
+    legacy                  T2T's "legacy" schedule with its noam decay, the one of
+                            transformer_base_v1 / v2: 5000 * learning_rate * noam, times 0.002
+                            with Adam
+
+T2T's later sets use `constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size`, the paper's curve
+times `learning_rate_constant` (2.0 in those sets). `step` counts updates from 1 (T2T's legacy
+schedule does too; its multiplicative ones start from 0, so their first update has a learning
+rate of 0 there and every later one the value this gives one update earlier).
 """
 
 import keras
 from keras import ops
+
+from t2t_lite.hparams.base import schedule_factors
+
+LEGACY_CONSTANT = 5000.0  # T2T's legacy schedule: 5000, times 0.002 for Adam ("optimizer_correction")
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -20,38 +36,62 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
   Args:
     hidden_size: d_model.
     warmup_steps: linear warmup length in updates.
-    schedule: "noam" (the paper), "rsqrt_decay" (T2T) or "constant".
-    constant: multiplier (T2T's `learning_rate_constant`).
+    schedule: a product of factors ("constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size"),
+      or "noam" (the paper's formula times `constant`).
+    constant: T2T's `learning_rate_constant`.
     accumulation_steps: micro-batches per update.
+    learning_rate: T2T's `learning_rate`, used by the "legacy" factor only (as in T2T).
+    optimizer: "adam" or "adafactor": the legacy factor's correction (0.002 for Adam).
   """
 
-  def __init__(self, hidden_size, warmup_steps, schedule="noam", constant=1.0, accumulation_steps=1):
-    if schedule not in ("noam", "rsqrt_decay", "constant"):
-      raise ValueError(f"unknown learning_rate_schedule {schedule!r}: use noam, rsqrt_decay or constant")
+  def __init__(self, hidden_size, warmup_steps, schedule="noam", constant=1.0, accumulation_steps=1,
+               learning_rate=0.1, optimizer="adam"):
+    self.factors = schedule_factors(schedule)
     self.hidden_size = hidden_size
     self.warmup_steps = warmup_steps
     self.schedule = schedule
     self.constant = constant
     self.accumulation_steps = accumulation_steps
+    self.learning_rate = learning_rate
+    self.optimizer = optimizer
+
+  def _noam(self, step, warmup):
+    return self.hidden_size ** -0.5 * ops.minimum(ops.rsqrt(step), step * warmup ** -1.5)
+
+  def _factor(self, name, step, warmup):
+    if name == "constant":
+      return self.constant
+    if name == "linear_warmup":
+      return ops.minimum(1.0, step / warmup)
+    if name == "rsqrt_decay":
+      return ops.rsqrt(ops.maximum(step, warmup))
+    if name == "rsqrt_normalized_decay":
+      return warmup ** 0.5 * ops.rsqrt(ops.maximum(step, warmup))
+    if name == "rsqrt_hidden_size":
+      return self.hidden_size ** -0.5
+    if name == "legacy":
+      correction = 0.002 if self.optimizer == "adam" else 1.0
+      return LEGACY_CONSTANT * correction * self.learning_rate * self._noam(step, warmup)
+    raise ValueError(f"unknown learning-rate factor {name!r}")
 
   def __call__(self, micro_step):
     step = ops.cast(ops.floor_divide(micro_step, self.accumulation_steps) + 1, "float32")
     warmup = float(max(self.warmup_steps, 1))
-    if self.schedule == "constant":
-      return ops.convert_to_tensor(self.constant, "float32")
-    if self.schedule == "noam":
-      return (self.constant * self.hidden_size ** -0.5 *
-              ops.minimum(ops.rsqrt(step), step * warmup ** -1.5))
-    return (self.constant * ops.minimum(1.0, step / warmup) *
-            ops.rsqrt(ops.maximum(step, warmup)) * self.hidden_size ** -0.5)
+    if self.factors == ["noam"]:
+      return self.constant * self._noam(step, warmup)
+    rate = ops.ones((), "float32")
+    for name in self.factors:
+      rate = rate * self._factor(name, step, warmup)
+    return rate
 
   def get_config(self):
     return dict(hidden_size=self.hidden_size, warmup_steps=self.warmup_steps,
                 schedule=self.schedule, constant=self.constant,
-                accumulation_steps=self.accumulation_steps)
+                accumulation_steps=self.accumulation_steps, learning_rate=self.learning_rate,
+                optimizer=self.optimizer)
 
   @classmethod
   def from_hparams(cls, hparams):
     return cls(hparams.hidden_size, hparams.learning_rate_warmup_steps,
                hparams.learning_rate_schedule, hparams.learning_rate_constant,
-               hparams.gradient_accumulation_steps)
+               hparams.gradient_accumulation_steps, hparams.learning_rate, hparams.optimizer)

@@ -11,7 +11,6 @@ a thin custom loop around `strategy.run` (as OpenNMT-tf does), so every step is 
 - a non-finite loss stops training before anything is saved after it.
 """
 
-import math
 import os
 import sys
 import time
@@ -23,9 +22,11 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import Problem
-from t2t_lite.training import distribute
+from t2t_lite.training import distribute, evaluation
+from t2t_lite.training.adafactor import adafactor
 from t2t_lite.training.adam import Adam
-from t2t_lite.training.loss import fast_smoothed_cross_entropy, projected_cross_entropy
+from t2t_lite.training.loss import projected_cross_entropy
+from t2t_lite.training.evaluation import write_scalars as _write_scalars
 from t2t_lite.training.schedule import TransformerSchedule
 from t2t_lite.token_ids import PAD_ID
 
@@ -35,13 +36,15 @@ class NonFiniteLossError(RuntimeError):
 
 
 def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-  optimizer = Adam(
-      learning_rate=TransformerSchedule.from_hparams(hparams),
-      beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-      epsilon=hparams.optimizer_adam_epsilon,
-      global_clipnorm=hparams.clip_grad_norm or None,
-      gradient_accumulation_steps=(hparams.gradient_accumulation_steps
-                                   if hparams.gradient_accumulation_steps > 1 else None))
+  common = dict(learning_rate=TransformerSchedule.from_hparams(hparams),
+                global_clipnorm=hparams.clip_grad_norm or None,
+                gradient_accumulation_steps=(hparams.gradient_accumulation_steps
+                                             if hparams.gradient_accumulation_steps > 1 else None))
+  if hparams.optimizer == "adafactor":
+    optimizer = adafactor(**common)
+  else:
+    optimizer = Adam(beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
+                     epsilon=hparams.optimizer_adam_epsilon, **common)
   if hparams.mixed_precision == "mixed_float16":
     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
   return optimizer
@@ -52,7 +55,8 @@ class Trainer:
 
   def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
                strategy: tf.distribute.Strategy | None = None, keep_checkpoint_max: int = 20,
-               model: str = model_dir.DEFAULT_MODEL):
+               model: str = model_dir.DEFAULT_MODEL,
+               keep_checkpoint_every_n_hours: float | None = None):
     self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
     self.output_dir = output_dir
@@ -68,7 +72,9 @@ class Trainer:
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(self.model),
                                           optimizer=self.optimizer)
-    self.manager = tf.train.CheckpointManager(self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max)
+    self.manager = tf.train.CheckpointManager(
+        self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max,
+        keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours)
     self.restored_from = self.manager.latest_checkpoint
     if self.restored_from:
       self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
@@ -130,31 +136,8 @@ class Trainer:
   def evaluate(self, dataset, max_batches=None):
     """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity."""
     if self._eval_fn is None:  # built once: later evaluations reuse its traces
-      def eval_step(batch):
-        logits = self.model(batch, training=False)
-        return fast_smoothed_cross_entropy(logits, batch["targets"], self.hparams.label_smoothing)
-      self._eval_fn = tf.function(eval_step, reduce_retracing=True)
-    loss = tokens = nll = 0.0
-    for i, batch in enumerate(dataset):
-      if max_batches and i >= max_batches:
-        break
-      l, n, x = (float(v) for v in self._eval_fn(batch))
-      loss, tokens, nll = loss + l, tokens + n, nll + x
-    tokens = max(tokens, 1.0)
-    return {"loss": loss / tokens, "nll": nll / tokens, "perplexity": math.exp(min(nll / tokens, 50))}
-
-
-def _write_scalars(writer, step, values):
-  """TensorBoard scalars through TF's core summary op (TensorBoard itself is only needed to view)."""
-  if writer is None:
-    return
-  from tensorflow.core.framework import summary_pb2
-  metadata = summary_pb2.SummaryMetadata(
-      plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars")).SerializeToString()
-  with writer.as_default(step=step):
-    for name, value in values.items():
-      tf.summary.write(name, tf.constant(value, tf.float32), metadata=metadata)
-  writer.flush()
+      self._eval_fn = evaluation.eval_step_fn(self.model, self.hparams.label_smoothing)
+    return evaluation.evaluate(self._eval_fn, dataset, max_batches)
 
 
 def train_and_evaluate(
@@ -166,7 +149,9 @@ def train_and_evaluate(
     train_dataset_fn: Callable[[tf.distribute.InputContext], tf.data.Dataset] | None = None,
     evaluate_fn: Callable[[keras.Model], dict[str, float]] | None = None,
     progress: bool | None = None, max_train_seconds: float | None = None,
-    model: str = model_dir.DEFAULT_MODEL) -> dict[str, float]:
+    model: str = model_dir.DEFAULT_MODEL,
+    save_checkpoints_secs: float = 0, keep_checkpoint_every_n_hours: float | None = None,
+    eval_split: str = "dev") -> dict[str, float]:
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
@@ -189,6 +174,11 @@ def train_and_evaluate(
     max_train_seconds: stop (with a checkpoint and an evaluation) once this much wall time has
       passed in this run, even before `train_steps`; rerunning continues.
     model: the registered model to train (`t2t_lite.registry.models`), recorded in hparams.json.
+    save_checkpoints_secs: > 0: checkpoint every this many seconds instead of every
+      `save_checkpoints_steps`, and (unless `eval_every` is given) evaluate at each (T2T).
+    keep_checkpoint_every_n_hours: also keep one checkpoint per this many hours beyond
+      `keep_checkpoint_max` (T2T; None: no).
+    eval_split: the split evaluations use ("test": T2T's --eval_use_test_set).
   Returns:
     A dict with the final step, last training loss and the last evaluation's metrics.
   """
@@ -200,7 +190,8 @@ def train_and_evaluate(
     model_dir.write_model_dir(output_dir, hparams, problem.name, flags, vocab.vocab_size, overwrite,
                               model)
     model_dir.write_vocab(output_dir, vocab)
-  trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model)
+  trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
+                    keep_checkpoint_every_n_hours)
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
@@ -212,6 +203,7 @@ def train_and_evaluate(
   dataset_fn = train_dataset_fn or (lambda ctx: problem.dataset(
       "train", data_dir, seeded, training=True, input_context=ctx))
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  eval_at_saves = eval_every is None and save_checkpoints_secs > 0
   eval_every = eval_every or save_checkpoints_steps
   writers = ({k: tf.summary.create_file_writer(os.path.join(output_dir, k)) for k in ("train", "eval")}
              if chief else {"train": None, "eval": None})
@@ -221,7 +213,7 @@ def train_and_evaluate(
   results = {}
   window_tokens, window_start, loss = 0.0, time.time(), float("nan")
   micro = 0
-  run_start = time.time()
+  run_start = last_save = time.time()
   while trainer.step < train_steps:
     loss_t, tokens_t = trainer.train_step(next(iterator))
     micro += 1
@@ -245,12 +237,16 @@ def train_and_evaluate(
       else:
         print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f}", flush=True)
       window_tokens, window_start = 0.0, time.time()
-    if step % save_checkpoints_steps == 0 or last:
+    save_now = last or (time.time() - last_save >= save_checkpoints_secs if save_checkpoints_secs
+                        else step % save_checkpoints_steps == 0)
+    if save_now:
       path = trainer.save()
+      last_save = time.time()
       if chief:
         print(f"saved {path}", flush=True)
-    if eval_steps and (step % eval_every == 0 or last):
-      results = trainer.evaluate(problem.dataset("dev", data_dir, hparams, training=False), eval_steps)
+    if eval_steps and (last or (save_now if eval_at_saves else step % eval_every == 0)):
+      results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
+                                 eval_steps)
       if evaluate_fn is not None and chief:
         results.update(evaluate_fn(trainer.model))
       _write_scalars(writers["eval"], step, results)

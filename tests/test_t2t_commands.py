@@ -1,0 +1,311 @@
+"""T2T's commands as a T2T user types them: the decoder's T2T form, n-best, interactive decoding,
+scoring, the exporter's T2T form and n-best signature, unknown names, every flag's help.
+
+On the tiny model of conftest (poor translations: the plumbing is what is checked).
+"""
+
+import os
+import select
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from conftest import TINY_TEST_HPARAMS
+
+from t2t_lite import model_dir as model_dir_lib
+from t2t_lite.bin import (attention, avg_all, avg_checkpoints, bleu, datagen, decoder, exporter,
+                          trainer)
+from t2t_lite.decoding import scoring
+from t2t_lite.decoding.translator import Translator, encode_sources, load_translator, make_search_fn
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.token_ids import EOS_ID
+
+SOURCES = ["A man is riding a bike .", "", "Two dogs play in the snow .", "A woman sings ."]
+T2T_NAMES = ["--problem=translate_ende_multi30k", "--model=transformer",
+             "--hparams_set=transformer_tiny", f"--hparams={TINY_TEST_HPARAMS}"]
+NBEST = "beam_size=3,alpha=0.6,extra_length=12"
+FAST = "xla=false"  # a plain graph: traced, not compiled (tests/test_decoder.py checks xla = graph)
+
+
+def exit_status(main, argv):
+  """A command's exit status, whether main returns it or raises SystemExit."""
+  try:
+    return main(argv)
+  except SystemExit as e:
+    return e.code
+
+
+@pytest.fixture(scope="module")
+def model(tiny_model_dir, tmp_path_factory):
+  """A copy of the tiny model directory (the exporter writes into it) and its data dir."""
+  source, data = tiny_model_dir
+  copy = tmp_path_factory.mktemp("t2t_commands") / "model"
+  shutil.copytree(source, copy)
+  return copy, data
+
+
+def test_decoder_t2t_form_writes_t2t_nbest_equal_to_the_saved_models(model, tmp_path, capsys):
+  """T2T's walkthrough decode command, with T2T's n-best format, and T2T's exporter command; the
+  SavedModel's nbest signature gives the same beams and scores."""
+  model_dir, data_dir = model
+  source = tmp_path / "in.en"
+  source.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+  out = tmp_path / "out.de"
+  assert decoder.main([f"--data_dir={data_dir}", *T2T_NAMES, f"--output_dir={model_dir}",
+                       f"--decode_hparams={NBEST},{FAST},return_beams=true,write_beam_scores=true",
+                       f"--decode_from_file={source}", f"--decode_to_file={out}"]) == 0
+  assert "warning" not in capsys.readouterr().err  # the names agree with hparams.json
+  rows = out.read_text(encoding="utf-8").split("\n")[:-1]
+  assert len(rows) == len(SOURCES) and rows[1] == ""
+
+  assert exporter.main([*T2T_NAMES, f"--data_dir={data_dir}", f"--output_dir={model_dir}",
+                        f"--decode_hparams={NBEST}", "--version=5"]) == 0
+  assert os.path.exists(model_dir / "export" / "5" / "saved_model.pb")  # T2T's OUTPUT_DIR/export
+  loaded = tf.saved_model.load(str(model_dir / "export" / "5"))
+  nbest = loaded.signatures["nbest"](text=tf.constant(SOURCES))
+  texts = [[t.decode("utf-8") for t in row] for row in nbest["translations"].numpy()]
+  scores = nbest["scores"].numpy()
+  assert scores.shape == (len(SOURCES), 3)
+  for row, text_row, score_row in zip(rows, texts, scores):
+    if not row:
+      continue
+    fields = row.split("\t")  # T2T: text<TAB>score<TAB>text<TAB>score...
+    assert fields[0::2] == text_row
+    assert fields[1::2] == [f"{s:.2f}" for s in score_row]
+    assert list(score_row) == sorted(score_row, reverse=True) or np.isinf(score_row).any()
+  top = loaded.signatures["serving_default"](text=tf.constant(SOURCES))
+  assert [t.decode("utf-8") for t in top["translations"].numpy()] == [r[0] for r in texts]
+  # write_beam_scores without return_beams: the best translation and its score, as T2T's
+  # dataset decoding writes them.
+  assert decoder.main([f"--output_dir={model_dir}", f"--decode_hparams={NBEST},{FAST},write_beam_scores=true",
+                       f"--decode_from_file={source}", f"--decode_to_file={out}"]) == 0
+  best = out.read_text(encoding="utf-8").split("\n")[:-1]
+  assert best == [f"{t[0]}\t{s[0]:.2f}" if line else "" for t, s, line in zip(texts, scores, SOURCES)]
+
+
+def test_recorded_names_are_checked(model, capsys):
+  model_dir, _ = model
+  assert exit_status(decoder.main, [f"--output_dir={model_dir}",
+                                    "--problem=translate_ende"]) == 2
+  assert "was trained on translate_ende_multi30k" in capsys.readouterr().err
+  # T2T's hparams.json wins over --hparams_set; a difference is a warning.
+  assert exit_status(decoder.main, [f"--output_dir={model_dir}", "--hparams_set=transformer_base",
+                                    "--score_file=/nonexistent"]) == 2
+  err = capsys.readouterr().err
+  assert "other hparams" in err and "'hidden_size': (64, 512)" in err
+
+
+@pytest.mark.parametrize("main, argv, suggestion", [
+    (trainer.main, ["--problem=translate_ende_multi30", "--output_dir=x"], "translate_ende_multi30k"),
+    (trainer.main, ["--problem=translate_ende_multi30k", "--hparams_set=transformer_tinny",
+                    "--output_dir=x"], "transformer_tiny"),
+    (trainer.main, ["--problem=translate_ende_multi30k", "--model=transfomer", "--output_dir=x"],
+     "transformer"),
+    (datagen.main, ["--problem=translate_enfr_wmt64k", "--data_dir=x"], "translate_enfr_wmt8k"),
+    (datagen.main, ["--problem=translate_enfr_wmt_small16k", "--data_dir=x"],
+     "translate_enfr_wmt_small8k"),
+    (decoder.main, ["--problem=translate_ende_multi3k"], "translate_ende_multi30k"),
+    (decoder.main, ["--hparams_set=transformer_tinny"], "transformer_tiny"),
+    (decoder.main, ["--model=transfomer"], "transformer"),
+    (exporter.main, ["--hparams_set=transformer_bse"], "transformer_base"),
+    (decoder.main, ["--decode_hparams=beam_sise=2"], "beam_size"),
+])
+def test_unknown_names_exit_2_with_a_suggestion(model, main, argv, suggestion, capsys):
+  model_dir, _ = model
+  if main in (decoder.main, exporter.main):
+    argv = [*argv, f"--output_dir={model_dir}"]
+  assert exit_status(main, argv) == 2
+  assert f"Did you mean '{suggestion}'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [trainer, decoder, datagen, exporter, avg_checkpoints, avg_all,
+                                     bleu, attention])
+def test_every_flag_has_help_and_its_default(command):
+  parser = command.build_parser()
+  for action in parser._actions:
+    if action.help == "==SUPPRESS==" or action.dest == "help":
+      continue
+    assert action.help, f"{action.option_strings} has no help"
+    formatted = parser.formatter_class("x")._get_help_string(action)
+    assert "(default" in formatted, f"{action.option_strings} does not show its default"
+
+
+def _eos_at_best(base):
+  """`base` with the EOS logit raised to each position's best: the 30-step model rarely ranks
+  EOS high enough to finish a hypothesis. Both the search and the scorer see this model."""
+  from keras import ops
+
+  def bonus(logits):
+    eos = ops.one_hot(EOS_ID, base.vocab_size)
+    return logits + eos * (ops.max(logits, axis=-1, keepdims=True) - logits[..., EOS_ID:EOS_ID + 1])
+
+  class EosAtBest:
+    vocab_size, config = base.vocab_size, base.config
+    encode, init_cache, output_projection = base.encode, base.init_cache, base.output_projection
+
+    def decode_step(self, *args, **kwargs):
+      logits, cache = base.decode_step(*args, **kwargs)
+      return bonus(logits), cache
+
+    def __call__(self, features, training=False):
+      return bonus(base(features, training=training))
+
+  return EosAtBest()
+
+
+def test_scores_equal_the_beam_searchs_own_scores(model):
+  """Forced decoding (a teacher-forced pass) gives each finished beam the score the cached
+  beam search gave it: log-probability over GNMT's length penalty."""
+  model_dir, _ = model
+  _, base, _ = model_dir_lib.restore_model(str(model_dir))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  scored_model = _eos_at_best(base)
+  alpha = 0.6
+  sources = [vocab.encode(s) + [EOS_ID] for s in SOURCES if s]
+  batch = np.zeros((len(sources), max(map(len, sources))), np.int32)
+  for row, ids in enumerate(sources):
+    batch[row, :len(ids)] = ids
+  search = make_search_fn(scored_model, DecodeHParams(beam_size=4, alpha=alpha, extra_length=10),
+                          1024)
+  ids, scores = (np.asarray(t) for t in search(batch))
+  finished = [(row, beam, list(ids[row, beam][:list(ids[row, beam]).index(EOS_ID)]))
+              for row in range(len(sources)) for beam in range(4) if EOS_ID in ids[row, beam]]
+  assert len(finished) >= 4
+  forced = scoring.Scorer(scored_model, alpha, batch_size=3).score_ids(
+      [sources[row] for row, _, _ in finished], [target for _, _, target in finished])
+  np.testing.assert_allclose(forced, [scores[row, beam] for row, beam, _ in finished], atol=2e-4)
+
+
+def test_score_file_equals_a_teacher_forced_pass(model, tmp_path, capsys):
+  """`--score_file`: each line's score is log P(target + EOS | source) from the model's full
+  teacher-forced pass, over ((5 + len) / 6) ** alpha; alpha=0 gives the log-probability."""
+  model_dir, _ = model
+  _, base, _ = model_dir_lib.restore_model(str(model_dir))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  pairs = [("A man is riding a bike .", "Ein Mann fährt Fahrrad ."), ("A dog .", "Ein Hund ."),
+           ("Two women sing a song in the park .", "Zwei Frauen singen ein Lied im Park ."),
+           ("", "Leer ."), ("A cat .", "")]
+  path = tmp_path / "pairs.tsv"
+  path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+  for alpha in (0.0, 0.6):
+    out = tmp_path / f"scores.{alpha}"
+    assert decoder.main([f"--output_dir={model_dir}", f"--score_file={path}",
+                         f"--decode_to_file={out}", f"--decode_hparams=alpha={alpha},batch_size=2"]) == 0
+    written = [float(line) for line in out.read_text().split("\n")[:-1]]
+    for (source, target), score in zip(pairs, written):
+      target_ids = vocab.encode(target) + [EOS_ID]
+      logits = base({"inputs": np.array([vocab.encode(source) + [EOS_ID]]),
+                     "targets": np.array([target_ids])}, training=False)
+      logits = np.asarray(logits, np.float64)[0]
+      log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+      total = sum(log_probs[t, token] for t, token in enumerate(target_ids))
+      assert score == pytest.approx(total / ((5 + len(target_ids)) / 6) ** alpha, abs=2e-4)
+  path.write_text("no tab here\n", encoding="utf-8")
+  assert decoder.main([f"--output_dir={model_dir}", f"--score_file={path}"]) == 2
+  assert "line 1 has 0 tabs" in capsys.readouterr().err
+
+
+def _read_line(stream, timeout=600):
+  ready, _, _ = select.select([stream], [], [], timeout)
+  assert ready, "no answer: the decoder did not translate the line before the next was sent"
+  return stream.readline().decode("utf-8").rstrip("\n")
+
+
+def test_interactive_answers_each_line_before_the_next_is_sent(model):
+  model_dir, _ = model
+  process = subprocess.Popen(
+      [sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={model_dir}",
+       "--decode_interactive", f"--decode_hparams=beam_size=2,extra_length=10,{FAST}"],
+      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+  try:
+    answers = []
+    for line in ("A man is riding a bike .", "Two dogs play in the snow ."):
+      process.stdin.write((line + "\n").encode("utf-8"))
+      process.stdin.flush()  # the pipe stays open: only an answer per line lets the test go on
+      answers.append(_read_line(process.stdout))
+    process.stdin.write(b"q\n")
+    process.stdin.flush()
+    assert process.wait(timeout=120) == 0
+  finally:
+    process.kill()
+  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=10,
+                                                                xla=False))
+  assert answers == translator.translate(["A man is riding a bike .", "Two dogs play in the snow ."])
+
+
+def test_max_input_size_nonpositive_means_no_limit(model, tmp_path, capsys):
+  model_dir, _ = model
+  _, base, _ = model_dir_lib.restore_model(str(model_dir))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  long_line = " ".join(["A dog runs across the green field ."] * 40)
+  length = len(vocab.encode(long_line)) + 1
+  assert 256 < length < 1023
+  for size in (-1, 0):
+    translator = Translator(base, vocab, DecodeHParams(beam_size=1, max_input_size=size))
+    assert translator.limit == base.config.max_position - 1
+    warnings = []
+    assert len(encode_sources(vocab, [long_line], translator.limit, warnings.append)[0]) == length
+    assert not warnings
+  source = tmp_path / "long.en"
+  source.write_text(long_line + "\n", encoding="utf-8")
+  out = tmp_path / "out.de"
+  assert decoder.main([f"--output_dir={model_dir}", f"--decode_from_file={source}",
+                       f"--decode_to_file={out}",
+                       f"--decode_hparams=beam_size=1,extra_length=5,max_input_size=-1,{FAST}"]) == 0
+  assert "warning" not in capsys.readouterr().err  # (the default, 256, warns: test_decoder.py)
+  assert out.read_text(encoding="utf-8").count("\n") == 1
+
+
+def test_delimiter_num_samples_and_num_decodes(model, tmp_path):
+  """T2T's decode hparams: records split by `delimiter` (stripped), the first `num_samples`
+  decoded, `num_decodes` passes one after another, each record ended by the delimiter."""
+  model_dir, _ = model
+  source = tmp_path / "in.txt"
+  source.write_text("A man .; Two dogs play .;\nA cat .;", encoding="utf-8")
+  out = tmp_path / "out.txt"
+  assert decoder.main([f"--output_dir={model_dir}", f"--decode_from_file={source}",
+                       f"--decode_to_file={out}",
+                       "--decode_hparams=beam_size=1,extra_length=8,delimiter=;,num_samples=2,"
+                       f"num_decodes=2,{FAST}"]) == 0
+  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=1, extra_length=8,
+                                                                xla=False))
+  once = translator.translate(["A man .", "Two dogs play ."])
+  assert out.read_text(encoding="utf-8") == "".join(t + ";" for t in once + once)
+
+
+def _mean_of(paths, output):
+  """Every model variable of checkpoint `output` is the mean of the ones in `paths`."""
+  readers = [tf.train.load_checkpoint(p) for p in paths]
+  names = [n for n, _ in tf.train.list_variables(output)
+           if n.startswith("model/") and n.endswith("VARIABLE_VALUE")]
+  assert names
+  averaged = tf.train.load_checkpoint(output)
+  for name in names:
+    np.testing.assert_allclose(averaged.get_tensor(name),
+                               np.mean([r.get_tensor(name) for r in readers], axis=0), rtol=1e-6)
+
+
+def test_averaging_takes_t2ts_flags(model, tmp_path):
+  """T2T's avg_checkpoints: --prefix (the model directory, or prepended to --checkpoints) and
+  --output_path; T2T's t2t-avg-all: every window of --n checkpoints."""
+  model_dir, _ = model
+  steps = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.startswith("ckpt-") and
+                 n.endswith(".index"))
+  assert len(steps) >= 3
+  ckpt = lambda step: str(model_dir / f"ckpt-{step}")
+  assert avg_checkpoints.main([f"--prefix={model_dir}/", "--num_last_checkpoints=2",
+                               f"--output_path={tmp_path}/avg/averaged.ckpt"]) == 0
+  _mean_of([ckpt(s) for s in steps[-2:]], f"{tmp_path}/avg/averaged.ckpt-{steps[-1]}")
+  assert os.path.exists(tmp_path / "avg" / "hparams.json")   # a model directory of its own
+  assert avg_checkpoints.main([f"--prefix={model_dir}/", f"--checkpoints=ckpt-{steps[0]},ckpt-{steps[1]}",
+                               f"--output_path={tmp_path}/avg2/model.ckpt"]) == 0
+  _mean_of([ckpt(s) for s in steps[:2]], f"{tmp_path}/avg2/model.ckpt-{steps[1]}")
+
+  assert avg_all.main([f"--model_dir={model_dir}", f"--output_dir={tmp_path}/all", "--n=2"]) == 0
+  for first, last in zip(steps, steps[1:]):
+    _mean_of([ckpt(first), ckpt(last)], f"{tmp_path}/all/model.ckpt-{last}")
+  assert not os.path.exists(tmp_path / "all" / f"model.ckpt-{steps[0]}.index")
+  assert tf.train.latest_checkpoint(str(tmp_path / "all")).endswith(f"model.ckpt-{steps[-1]}")

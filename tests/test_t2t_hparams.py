@@ -1,0 +1,214 @@
+"""T2T's hparams as a T2T user types them: sets value for value, schedule strings, T2T names.
+
+Expected values are T2T's own (tensor2tensor models/transformer.py, utils/learning_rate.py,
+layers/common_hparams.py at its final commit), written out here, not derived from our sets.
+"""
+
+import logging
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite.hparams import get_hparams
+from t2t_lite.training.schedule import TransformerSchedule
+
+# T2T's values of the settings that exist here, for each set.
+T2T_SETS = {
+    "transformer_base_v1": dict(
+        hidden_size=512, filter_size=2048, num_heads=8, num_encoder_layers=6, num_decoder_layers=6,
+        norm_type="post", layer_prepostprocess_dropout=0.1, attention_dropout=0.0, relu_dropout=0.0,
+        batch_size=4096, max_length=256, label_smoothing=0.1, clip_grad_norm=0.0,
+        optimizer="adam", optimizer_adam_beta1=0.9, optimizer_adam_beta2=0.98,
+        optimizer_adam_epsilon=1e-9, learning_rate_schedule="legacy", learning_rate=0.1,
+        learning_rate_warmup_steps=4000, layer_norm_epsilon=1e-6, gradient_accumulation_steps=1),
+    "transformer_base_v2": dict(
+        norm_type="pre", layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1,
+        optimizer_adam_beta2=0.98, learning_rate_schedule="legacy", learning_rate=0.2,
+        learning_rate_warmup_steps=8000, batch_size=4096),
+    "transformer_base_v3": dict(
+        norm_type="pre", optimizer_adam_beta2=0.997, learning_rate=0.2,
+        learning_rate_schedule="constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size",
+        learning_rate_constant=2.0, learning_rate_warmup_steps=8000),
+    "transformer_base_single_gpu": dict(
+        batch_size=1024, learning_rate_schedule="constant*linear_warmup*rsqrt_decay",
+        learning_rate_constant=0.1, learning_rate_warmup_steps=16000, optimizer_adam_beta2=0.997),
+    "transformer_base_multistep8": dict(gradient_accumulation_steps=8, optimizer="adam",
+                                        batch_size=4096, learning_rate_warmup_steps=8000),
+    "transformer_big_enfr": dict(
+        hidden_size=1024, filter_size=8192, num_heads=16, layer_prepostprocess_dropout=0.1,
+        attention_dropout=0.1, relu_dropout=0.1, batch_size=4096,
+        shared_embedding_and_softmax_weights=False, shared_embedding=False,
+        learning_rate_schedule="constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size",
+        learning_rate_constant=2.0, learning_rate_warmup_steps=8000),
+    "transformer_tpu": dict(optimizer="adafactor", learning_rate_schedule="rsqrt_decay",
+                            learning_rate_warmup_steps=10000, max_length=64, batch_size=2048,
+                            hidden_size=512, norm_type="pre"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(T2T_SETS))
+def test_sets_have_t2t_values(name):
+  hp = get_hparams(name)
+  assert {k: getattr(hp, k) for k in T2T_SETS[name]} == T2T_SETS[name]
+
+
+def test_transformer_base_is_v3():
+  assert get_hparams("transformer_base") == get_hparams("transformer_base_v3")
+  v2, v3 = get_hparams("transformer_base_v2"), get_hparams("transformer_base_v3")
+  assert [k for k in v3.to_dict() if getattr(v2, k) != getattr(v3, k)] == [
+      "optimizer_adam_beta2", "learning_rate_schedule", "learning_rate_constant"]
+
+
+def _t2t_rate(name, hp, step):
+  """T2T's learning rate of `hp` at update `step` (counted from 1), from its formulas."""
+  d, w = hp.hidden_size, hp.learning_rate_warmup_steps
+  noam = d ** -0.5 * min(step * w ** -1.5, step ** -0.5)
+  return {
+      "transformer_base_v1": 5000.0 * 0.002 * 0.1 * noam,
+      "transformer_base_v2": 5000.0 * 0.002 * 0.2 * noam,
+      "transformer_base_v3": 2.0 * min(1.0, step / w) * max(step, w) ** -0.5 * d ** -0.5,
+      "transformer_base_single_gpu": 0.1 * min(1.0, step / w) * max(step, w) ** -0.5,
+      "transformer_tpu": max(step, w) ** -0.5,
+  }[name]
+
+
+@pytest.mark.parametrize("name", ["transformer_base_v1", "transformer_base_v2",
+                                  "transformer_base_v3", "transformer_base_single_gpu",
+                                  "transformer_tpu"])
+@pytest.mark.parametrize("step", [1, 100, 3999, 4000, 8000, 10000, 16000, 50000])
+def test_learning_rates_are_t2t_formulas(name, step):
+  hp = get_hparams(name)
+  rate = float(TransformerSchedule.from_hparams(hp)(step - 1))  # Keras' counter is 0-based
+  assert rate == pytest.approx(_t2t_rate(name, hp, step), rel=1e-6)
+
+
+def test_single_gpu_learning_rate_is_t2t_not_base_scaled():
+  """The set used to keep base's schedule: 2 / sqrt(512) = 0.0884 against T2T's 0.1, 11.6% low."""
+  hp = get_hparams("transformer_base_single_gpu")
+  peak = float(TransformerSchedule.from_hparams(hp)(16000 - 1))
+  assert peak == pytest.approx(0.1 * 16000 ** -0.5, rel=1e-6)
+
+
+def test_learning_rate_is_the_legacy_factor_only(caplog):
+  """T2T's learning_rate scales the legacy schedule and nothing else (learning_rate.py)."""
+  def rate(spec, overrides):
+    return float(TransformerSchedule.from_hparams(get_hparams(spec, overrides))(999))
+  assert rate("transformer_base_v2", "learning_rate=0.4") == pytest.approx(
+      2 * rate("transformer_base_v2", ""), rel=1e-6)
+  with caplog.at_level(logging.WARNING):
+    assert rate("transformer_base", "learning_rate=0.4") == rate("transformer_base", "")
+  assert "learning_rate=0.4 has no effect" in caplog.text
+  # T2T's spelling of v1's schedule and the paper's "noam" give the same rates.
+  assert rate("transformer_base_v1", "") == pytest.approx(
+      rate("transformer_base_v1", "learning_rate_schedule=noam,learning_rate_constant=1"), rel=1e-6)
+
+
+@pytest.mark.parametrize("schedule, expected", [
+    ("constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size",
+     lambda s: 2.0 * min(1, s / 8000) * max(s, 8000) ** -0.5 * 512 ** -0.5),
+    ("constant * linear_warmup", lambda s: 2.0 * min(1, s / 8000)),
+    ("rsqrt_normalized_decay", lambda s: 8000 ** 0.5 * max(s, 8000) ** -0.5),
+    ("constant", lambda s: 2.0),
+])
+def test_t2t_schedule_strings_parse(schedule, expected):
+  hp = get_hparams("transformer_base", f"learning_rate_schedule={schedule}")
+  for step in (1, 5000, 8000, 20000):
+    assert float(TransformerSchedule.from_hparams(hp)(step - 1)) == pytest.approx(expected(step))
+
+
+@pytest.mark.parametrize("schedule, message", [
+    ("constant*cosdecay", "'cosdecay' has no counterpart in t2t_lite"),
+    ("constant*warmup", "unknown factor 'warmup'"),
+])
+def test_schedule_errors(schedule, message):
+  with pytest.raises(ValueError, match=message):
+    get_hparams("transformer_base", f"learning_rate_schedule={schedule}")
+
+
+@pytest.mark.parametrize("overrides, expected", [
+    ("layer_preprocess_sequence=none,layer_postprocess_sequence=dan", {"norm_type": "post"}),
+    ("layer_preprocess_sequence=n,layer_postprocess_sequence=da", {"norm_type": "pre"}),
+    ("norm_epsilon=1e-5", {"layer_norm_epsilon": 1e-5}),
+    ("pos=emb", {"position_encoding": "learned"}),
+    ("activation_dtype=bfloat16", {"mixed_precision": "mixed_bfloat16"}),
+    ("norm_type=layer", {"norm_type": "pre"}),
+    ("optimizer=multistep_adam,optimizer_multistep_accumulate_steps=4",
+     {"optimizer": "adam", "gradient_accumulation_steps": 4}),
+    ("optimizer=Adafactor", {"optimizer": "adafactor"}),
+    ("max_input_seq_length=50,use_fixed_batch_size=true",
+     {"max_input_seq_length": 50, "use_fixed_batch_size": True}),
+    ("shared_embedding_and_softmax_weights=true,ffn_layer=dense_relu_dense,weight_decay=0.0,"
+     "symbol_modality_num_shards=16,learning_rate_decay_scheme=noam", {}),
+])
+def test_t2t_names_map_onto_ours(overrides, expected):
+  base = get_hparams("transformer_base")
+  hp = get_hparams("transformer_base", overrides)
+  assert {k: getattr(hp, k) for k in expected} == expected
+  assert [k for k in base.to_dict() if getattr(base, k) != getattr(hp, k)] == sorted(
+      [k for k in expected if getattr(base, k) != expected[k]], key=list(base.to_dict()).index)
+
+
+@pytest.mark.parametrize("overrides", [
+    "ffn_layer=conv_relu_conv", "initializer=orthogonal", "layer_preprocess_sequence=nd",
+    "weight_decay=1e-6", "learning_rate_decay_scheme=cosine", "attention_dropout_broadcast_dims=0,1",
+])
+def test_t2t_names_without_counterpart_say_so(overrides):
+  with pytest.raises(ValueError, match="has no counterpart in t2t_lite"):
+    get_hparams("transformer_base", overrides)
+
+
+def _t2t_adafactor_step(w, g, r, c, v, step, lr):
+  """One update of T2T's AdafactorOptimizer (utils/adafactor.py) at its default hparams."""
+  decay = 1.0 - step ** -0.8
+  g2 = g * g + 1e-30
+  if w.ndim >= 2:
+    r = decay * r + (1 - decay) * g2.mean(-1)
+    c = decay * c + (1 - decay) * g2.mean(-2)
+    u = g / np.sqrt(np.outer(r / r.mean(), c))
+  else:
+    v = decay * v + (1 - decay) * g2
+    u = g / np.sqrt(v)
+  u = u / max(1.0, np.sqrt((u * u).mean()) / 1.0)
+  return w - lr * max(1e-3, np.sqrt((w * w).mean())) * u, r, c, v
+
+
+def test_adafactor_is_t2ts():
+  from t2t_lite.training.train_loop import build_optimizer
+  hp = get_hparams("transformer_tpu")
+  rng = np.random.default_rng(0)
+  weights = [tf.Variable(rng.normal(size=(6, 4)).astype("float32")),
+             tf.Variable(rng.normal(size=(5,)).astype("float32"))]
+  optimizer = build_optimizer(hp)
+  state = [(w.numpy().astype("float64"), np.zeros(w.shape[:-1]), np.zeros(w.shape[-1:]),
+            np.zeros(w.shape)) for w in weights]
+  for step in range(1, 4):
+    grads = [rng.normal(size=w.shape).astype("float32") for w in weights]
+    optimizer.apply_gradients(zip([tf.constant(g) for g in grads], weights))
+    lr = max(step, 10000) ** -0.5
+    state = [_t2t_adafactor_step(w, g.astype("float64"), r, c, v, step, lr)
+             for (w, r, c, v), g in zip(state, grads)]
+    for variable, (expected, *_) in zip(weights, state):
+      np.testing.assert_allclose(variable.numpy(), expected, rtol=1e-5, atol=1e-7)
+
+
+def test_max_seq_lengths_cut_and_fixed_batch_size_counts_pairs():
+  """T2T's max_input_seq_length / max_target_seq_length cut (EOS included, training and eval);
+  use_fixed_batch_size makes batch_size a number of pairs, padded to each batch's longest."""
+  from t2t_lite.data import pipeline
+  from t2t_lite.hparams import HParams
+  lengths = [3, 12, 5, 9, 2, 7, 11]
+  chunks = tf.data.Dataset.from_tensors(
+      {"inputs": tf.ragged.constant([list(range(2, 2 + n)) for n in lengths]),
+       "targets": tf.ragged.constant([list(range(2, 4 + n)) for n in lengths])})
+  hp = HParams(batch_size=3, max_length=64, use_fixed_batch_size=True, max_input_seq_length=6,
+               max_target_seq_length=8)
+  batches = list(pipeline.make_batches(chunks, hp, training=False).as_numpy_iterator())
+  assert [len(b["inputs"]) for b in batches] == [3, 3, 1]
+  rows = [row for b in batches for row in b["inputs"].tolist()]
+  assert [r[:6] for r in rows] == [(list(range(2, 2 + n)) + [1] + [0] * 6)[:6] for n in lengths]
+  groups = (lengths[:3], lengths[3:6], lengths[6:])  # in input order: no length buckets
+  assert [b["inputs"].shape[1] for b in batches] == [
+      max(max(min(n + 1, 6), min(n + 3, 8)) for n in group) for group in groups]
+  targets = [row for b in batches for row in b["targets"].tolist()]
+  assert [sum(1 for t in row if t) for row in targets] == [min(n + 3, 8) for n in lengths]

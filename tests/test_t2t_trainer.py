@@ -1,0 +1,171 @@
+"""The trainer's T2T flags: what each one does here, the schedules, and T2T's README walkthrough."""
+
+import json
+import os
+import shutil
+import types
+
+import pytest
+import tensorflow as tf
+from conftest import TINY_TEST_HPARAMS
+
+from t2t_lite.bin import bleu, common, datagen, decoder, trainer
+from t2t_lite.decoding import dev_bleu
+from t2t_lite.training import distribute, train_loop
+
+# T2T's --hparams: the walkthrough says "add --hparams='batch_size=1024'" if memory is short.
+T2T_TINY = ["--model=transformer", "--hparams_set=transformer_tiny", f"--hparams={TINY_TEST_HPARAMS}"]
+
+
+@pytest.fixture
+def captured(monkeypatch):
+  """Runs trainer.main up to training and returns what it would train with."""
+  calls = {}
+
+  def fake_train(problem, hparams, output_dir, **kwargs):
+    calls.update(problem=problem, hparams=hparams, output_dir=output_dir, **kwargs)
+    return {"step": 0}
+
+  def fake_strategy(worker_gpu, tpu):
+    calls.update(worker_gpu=worker_gpu, tpu=tpu)
+    return tf.distribute.get_strategy()
+
+  def fake_bleu(problem, data_dir, examples, decode_hparams, split):
+    calls.update(bleu_decode_hparams=decode_hparams, bleu_split=split)
+    return "bleu"
+
+  monkeypatch.setattr(train_loop, "train_and_evaluate", fake_train)
+  monkeypatch.setattr(distribute, "make_strategy", fake_strategy)
+  monkeypatch.setattr(dev_bleu, "bleu_evaluation", fake_bleu)
+
+  def run(*flags):
+    calls.clear()
+    assert trainer.main(["--problem=translate_ende_multi30k", "--raw_data_dir=x",
+                         "--output_dir=x", *flags]) == 0
+    return calls
+  return run
+
+
+def test_t2t_defaults_and_flags_reach_training(captured):
+  calls = captured()
+  assert calls["worker_gpu"] == 1 and calls["tpu"] is None           # T2T: one device
+  assert calls["train_steps"] == 250000 and calls["save_checkpoints_steps"] == 1000
+  assert calls["eval_steps"] == 100 and calls["eval_split"] == "dev"
+  assert calls["hparams"].xla_compile is False and calls["hparams"].seed == 1234
+  assert calls["evaluate_fn"] == "bleu" and calls["bleu_split"] == "dev"
+  assert (calls["bleu_decode_hparams"].beam_size, calls["bleu_decode_hparams"].extra_length) == (1, 100)
+  calls = captured("--local_eval_frequency=7", "--random_seed=5", "--xla_compile",
+                   "--eval_use_test_set=true", "--keep_checkpoint_every_n_hours=2",
+                   "--save_checkpoints_secs=60", "--log_step_count_steps=3")
+  assert calls["save_checkpoints_steps"] == 7 and calls["save_checkpoints_secs"] == 60
+  assert calls["hparams"].seed == 5 and calls["hparams"].xla_compile is True
+  assert calls["eval_split"] == "test" and calls["keep_checkpoint_every_n_hours"] == 2
+  assert calls["log_every"] == 3 and calls["bleu_split"] == "test"
+  assert captured("--decode_hparams=extra_length=50")["bleu_decode_hparams"].extra_length == 50
+  assert "bleu_split" not in captured("--no_eval_bleu")
+  calls = captured("--schedule=train", "--save_checkpoints_steps=3", "--local_eval_frequency=7",
+                   "--noxla_compile")
+  assert calls["eval_steps"] == 0 and calls["evaluate_fn"] is None
+  assert calls["save_checkpoints_steps"] == 3 and calls["hparams"].xla_compile is False
+  assert captured("--use_tpu", "--cloud_tpu_name=my-tpu")["tpu"] == "my-tpu"
+  assert captured("--use_tpu", "--master=grpc://10.0.0.2:8470")["tpu"] == "grpc://10.0.0.2:8470"
+  assert captured("--worker_gpu=0")["worker_gpu"] == 0
+
+
+def test_worker_flags_are_checked_against_tf_config(monkeypatch):
+  trainer.check_workers(1, 0)
+  monkeypatch.delenv("TF_CONFIG", raising=False)
+  with pytest.raises(common.UsageError, match="TF_CONFIG names 0 workers"):
+    trainer.check_workers(2, 1)
+  cluster = {"worker": ["a:1", "b:1"]}
+  monkeypatch.setenv("TF_CONFIG", json.dumps({"cluster": cluster, "task": {"type": "worker", "index": 1}}))
+  trainer.check_workers(2, 1)
+  with pytest.raises(common.UsageError, match="TF_CONFIG's task is worker 1"):
+    trainer.check_workers(2, 0)
+
+
+def test_checkpoints_every_n_seconds(tiny_model_dir, multi30k_slice, tmp_path, monkeypatch, capsys):
+  """--save_checkpoints_secs: checkpoints (and evaluations) follow the clock, not the step
+  count; a fake clock makes every update take 1 s. keep_checkpoint_every_n_hours keeps them."""
+  from t2t_lite.hparams import get_hparams
+  from t2t_lite.problems import get_problem
+  clock = iter(range(0, 10 ** 6, 1))
+  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: float(next(clock))))
+  _, data_dir = tiny_model_dir
+  out = tmp_path / "model"
+  train_loop.train_and_evaluate(
+      get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)),
+      get_hparams("transformer_tiny", TINY_TEST_HPARAMS), str(out), str(data_dir), train_steps=6,
+      eval_steps=1, save_checkpoints_steps=1000, keep_checkpoint_max=1, log_every=1000,
+      save_checkpoints_secs=2, keep_checkpoint_every_n_hours=1e-9)
+  steps = sorted(int(name[5:-6]) for name in os.listdir(out) if name.endswith(".index"))
+  assert len(steps) >= 3 and steps[-1] == 6           # kept despite keep_checkpoint_max=1
+  printed = capsys.readouterr().out
+  assert [int(line.split()[3].rstrip(":")) for line in printed.split("\n")
+          if line.startswith("eval at step")] == steps
+
+
+def test_t2t_walkthrough_then_evaluate(tiny_model_dir, multi30k_slice, tmp_path, capsys):
+  """T2T's README walkthrough with only the command names changed (plus --raw_data_dir and a
+  short run), then --schedule=evaluate on the test split."""
+  data_dir = tmp_path / "t2t_data"
+  train_dir = tmp_path / "t2t_train"
+  data_dir.mkdir()
+  for name in os.listdir(tiny_model_dir[1]):  # the slice's vocabulary, built once per session
+    if name.startswith("vocab."):
+      shutil.copy(tiny_model_dir[1] / name, data_dir / name)
+  problem = ["--problem=translate_ende_multi30k", f"--raw_data_dir={multi30k_slice}"]
+  assert datagen.main([f"--data_dir={data_dir}", "--tmp_dir=/tmp/t2t_datagen", *problem]) == 0
+  common_flags = [f"--data_dir={data_dir}", *problem, *T2T_TINY, f"--output_dir={train_dir}"]
+  assert trainer.main([*common_flags, "--train_steps=10", "--local_eval_frequency=5",
+                       "--eval_steps=1"]) == 0
+  printed = capsys.readouterr().out
+  assert "eval at step 5" in printed and "eval at step 10" in printed
+  decode_file = data_dir / "decode_this.txt"
+  decode_file.write_text("Hello world\nGoodbye world\n", encoding="utf-8")
+  reference = tmp_path / "ref-translation.de"
+  reference.write_text("Hallo Welt\nAuf Wiedersehen Welt\n", encoding="utf-8")
+  translation = tmp_path / "translation.en"
+  assert decoder.main([f"--data_dir={data_dir}", "--problem=translate_ende_multi30k",
+                       "--model=transformer", "--hparams_set=transformer_tiny",
+                       f"--output_dir={train_dir}", "--decode_hparams=beam_size=4,alpha=0.6",
+                       f"--decode_from_file={decode_file}", f"--decode_to_file={translation}"]) == 0
+  assert len(translation.read_text(encoding="utf-8").split("\n")) == 3
+  assert bleu.main([f"--translation={translation}", f"--reference={reference}"]) == 0
+  printed = capsys.readouterr().out
+  assert "BLEU_uncased = " in printed and "BLEU_cased = " in printed
+
+  assert trainer.main([*common_flags, "--schedule=evaluate", "--eval_use_test_set",
+                       "--eval_steps=1"]) == 0
+  assert "eval of ckpt-10 on test: loss" in capsys.readouterr().out
+  assert os.listdir(train_dir / "eval")
+
+
+def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice, tmp_path, capsys):
+  """--schedule=continuous_eval (T2T's evaluator job): evaluates the newest checkpoint, waits for
+  the next one a training job writes, and stops at --train_steps. A thread stands in for the
+  training job: it writes checkpoint 1000 (a copy of the newest) a moment later."""
+  import threading
+  import time
+  from t2t_lite.problems import get_problem
+  from t2t_lite.training import evaluation
+  model_dir = tmp_path / "model"
+  shutil.copytree(tiny_model_dir[0], model_dir)
+  latest = tf.train.latest_checkpoint(str(model_dir))
+
+  def write_next_checkpoint():
+    time.sleep(2)
+    for name in os.listdir(model_dir):
+      if name.startswith(os.path.basename(latest) + "."):
+        shutil.copy(model_dir / name, model_dir / name.replace(os.path.basename(latest), "ckpt-1000"))
+    tf.compat.v1.train.update_checkpoint_state(str(model_dir), str(model_dir / "ckpt-1000"))
+
+  writer = threading.Thread(target=write_next_checkpoint)
+  writer.start()
+  results = evaluation.evaluate_checkpoints(
+      get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)), str(model_dir),
+      str(tiny_model_dir[1]), eval_steps=1, continuous=True, train_steps=1000, timeout_minutes=2)
+  writer.join()
+  printed = capsys.readouterr().out
+  assert f"eval of {os.path.basename(latest)} on dev" in printed
+  assert "eval of ckpt-1000 on dev" in printed and results["step"] == 1000
