@@ -4,8 +4,10 @@ Tests marked `backend_independent` use only keras.ops/numpy and run on both the 
 the JAX backends (scripts/test.sh runs them twice).
 """
 
+import json
 import os
 import pathlib
+import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
@@ -17,6 +19,22 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "backend_independent: runs on the TensorFlow and JAX backends")
+
+
+
+@pytest.fixture(scope="session")
+def worker_envs():
+  """`envs(n)`: the environments of n worker processes on 127.0.0.1 (free ports, TF_CONFIG)."""
+  def envs(n, **extra):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    cluster = {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]}
+    for s in sockets:
+      s.close()
+    return [dict(os.environ, **extra, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}})) for index in range(n)]
+  return envs
 
 
 @pytest.fixture(scope="session")

@@ -1,9 +1,7 @@
 """The trainer: learning, distribution, resuming after SIGKILL, averaging, refusing bad input."""
 
-import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -126,6 +124,41 @@ def test_gradient_accumulation_equals_one_big_batch(tmp_path):
     np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
 
 
+def test_seed_fixes_initialization_and_dropout_and_a_resumed_run_draws_new_masks(tmp_path):
+  hp = get_hparams(TINY, MICRO)  # with tiny's dropout
+  rng = np.random.default_rng(0)
+  batch = {"inputs": rng.integers(2, 30, (8, 6)).astype("int32"),
+           "targets": rng.integers(2, 30, (8, 6)).astype("int32")}
+
+  def seeds(trainer):
+    return [v.numpy().tolist() for v in trainer.model.variables if v.name == "seed_generator_state"]
+
+  runs = {name: train_loop.Trainer(hp.replace(seed=seed), 32, str(tmp_path / name))
+          for name, seed in (("a", 5), ("b", 5), ("c", 6))}
+  assert len(seeds(runs["a"])) > 3 and seeds(runs["a"]) == seeds(runs["b"]) != seeds(runs["c"])
+  for x, y, z in zip(*(runs[n].model.get_weights() for n in "abc")):
+    np.testing.assert_array_equal(x, y)
+    assert x.ndim < 2 or not np.array_equal(x, z)  # kernels and tables (not ones and zeros)
+  losses = {name: [float(trainer.train_step(batch)[0]) for _ in range(2)] for name, trainer in runs.items()}
+  np.testing.assert_allclose(losses["a"], losses["b"], rtol=1e-6)  # the same masks
+  assert abs(losses["a"][1] - losses["c"][1]) > 1e-3
+  runs["a"].save()
+  resumed = train_loop.Trainer(hp.replace(seed=5), 32, str(tmp_path / "a"))
+  assert resumed.step == 2
+  # Not the masks the run started with: dropout is reseeded from (seed, step).
+  assert seeds(resumed) != seeds(train_loop.Trainer(hp.replace(seed=5), 32, str(tmp_path / "d")))
+  assert all(state[1] == 0 for state in seeds(resumed))
+
+
+def test_tpu_needs_xla_compile_and_static_shapes():
+  from t2t_lite.training import distribute  # pylint: disable=import-outside-toplevel
+  tpu = object.__new__(tf.distribute.TPUStrategy)  # only its type is looked at
+  with pytest.raises(ValueError, match="xla_compile=true,static_batch_shapes=true"):
+    distribute.check_supported(tpu, get_hparams(TINY, "xla_compile=true"))
+  distribute.check_supported(tpu, get_hparams(TINY, "xla_compile=true,static_batch_shapes=true"))
+  distribute.check_supported(tf.distribute.get_strategy(), get_hparams(TINY))
+
+
 def test_mixed_bfloat16_trains_like_float32(tmp_path):
   """mixed_bfloat16 (bench_train's fastest setting on CPUs with AVX512_BF16) really computes in
   bfloat16, keeps float32 variables, and follows the float32 run's losses closely."""
@@ -216,6 +249,69 @@ def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path):
   assert tf.train.latest_checkpoint(str(out)).endswith("-400")
 
 
+# Runs the trainer command with a hook that blocks one checkpoint save at a chosen point, after
+# writing a marker file, so the test can SIGKILL the process inside that save.
+BLOCKED_SAVE_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import tensorflow as tf
+    from tensorflow.python.checkpoint import checkpoint_management
+    from tensorflow.python.ops import gen_io_ops
+    from t2t_lite.bin import trainer
+    point, number, marker = sys.argv[1], sys.argv[2], sys.argv[3]
+
+    def block_at(prefix):
+      if str(prefix).endswith(f"ckpt-{number}"):
+        open(marker, "w").close()
+        time.sleep(600)
+
+    if point == "merge":  # the variables are written to ckpt-N_temp/, not yet merged into ckpt-N.*
+      real_merge = gen_io_ops.merge_v2_checkpoints
+      def merge(prefixes, destination, **kwargs):
+        block_at(destination.numpy().decode())
+        return real_merge(prefixes, destination, **kwargs)
+      gen_io_ops.merge_v2_checkpoints = merge
+    else:  # ckpt-N.* written, the `checkpoint` index not yet pointing at it
+      real_update = checkpoint_management.update_checkpoint_state_internal
+      def update(save_dir, model_checkpoint_path, *args, **kwargs):
+        block_at(model_checkpoint_path)
+        return real_update(save_dir, model_checkpoint_path, *args, **kwargs)
+      checkpoint_management.update_checkpoint_state_internal = update
+    sys.exit(trainer.main(sys.argv[4:]))
+""")
+
+
+def test_kill_inside_a_checkpoint_save_keeps_the_previous_one_and_the_rerun_resumes(tmp_path):
+  out = tmp_path / "run"
+  args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
+          f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=8",
+          "--save_checkpoints_steps=2", "--eval_steps=0", "--log_every=2"]
+  # Killed inside the save of ckpt-4 (a fresh run), then of ckpt-6 (the rerun, from ckpt-2).
+  for point, number, resumed_at in (("merge", 4, None), ("index", 6, 2)):
+    previous = number - 2
+    marker = tmp_path / f"blocked-{point}"
+    proc = subprocess.Popen([sys.executable, "-c", BLOCKED_SAVE_SCRIPT, point, str(number),
+                             str(marker), *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    deadline = time.time() + 300
+    while not marker.exists():
+      assert proc.poll() is None and time.time() < deadline, proc.stdout.read()
+      time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    output = proc.communicate()[0]
+    if resumed_at:
+      assert f"resumed from {out / f'ckpt-{resumed_at}'} at step {resumed_at}" in output, output
+    files = os.listdir(out)
+    # Killed mid-save: the merge left only its temporary folder; the index left ckpt-N.* unnamed.
+    assert (f"ckpt-{number}.index" in files) == (point == "index"), files
+    assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{previous}")
+    _, _, path = model_dir.restore_model(str(out))  # loadable
+    assert path.endswith(f"ckpt-{previous}")
+  result = _run(args)
+  assert result.returncode == 0, result.stdout + result.stderr
+  assert f"resumed from {out / 'ckpt-4'} at step 4" in result.stdout
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
+
+
 MIRRORED_SCRIPT = textwrap.dedent("""
     import sys, numpy as np, tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -254,29 +350,14 @@ def test_mirrored_strategy_equals_one_device(tmp_path):
   assert "replicas 2 OK" in result.stdout
 
 
-def _free_ports(n):
-  sockets = [socket.socket() for _ in range(n)]
-  for s in sockets:
-    s.bind(("127.0.0.1", 0))
-  ports = [s.getsockname()[1] for s in sockets]
-  for s in sockets:
-    s.close()
-  return ports
-
-
-def test_multi_worker_trains_and_chief_writes_checkpoint(tmp_path):
-  ports = _free_ports(2)
-  cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
+def test_multi_worker_trains_and_chief_writes_checkpoint(tmp_path, worker_envs):
   out = tmp_path / "run"
   args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
           f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=4",
           "--save_checkpoints_steps=2", "--eval_steps=0", "--log_every=1"]
-  procs = []
-  for index in range(2):
-    task = {"type": "worker", "index": index}
-    env = dict(os.environ, TF_CONFIG=json.dumps({"cluster": cluster, "task": task}))
-    procs.append(subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args], env=env,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+  procs = [subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for env in worker_envs(2)]
   outputs = []
   for proc in procs:
     try:
@@ -288,3 +369,10 @@ def test_multi_worker_trains_and_chief_writes_checkpoint(tmp_path):
   assert all(p.returncode == 0 for p in procs), "\n\n".join(outputs)
   assert tf.train.latest_checkpoint(str(out)).endswith("-4")
   assert "saved" in outputs[0]
+  # Worker 1 saved what it holds to its own folder: the same weights as the chief's checkpoint.
+  readers = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(folder)))
+             for folder in (out, out / ".worker_1")]
+  names = [n for n in readers[0].get_variable_to_shape_map() if n.startswith("model/")]
+  assert len(names) > 10 and readers[1].get_variable_to_shape_map().keys() >= set(names)
+  for name in names:
+    np.testing.assert_array_equal(readers[0].get_tensor(name), readers[1].get_tensor(name))

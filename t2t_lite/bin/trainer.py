@@ -54,6 +54,7 @@ def main(argv=None):
   flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
   with common.usage_errors():
     strategy = distribute.make_strategy(args.worker_gpu, args.tpu)
+    distribute.check_supported(strategy, hparams)
   evaluate_fn = None  # real BLEU by decoding dev sentences at each evaluation
   if not args.no_eval_bleu and hparams.eval_bleu_examples > 0:
     evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples)

@@ -14,8 +14,10 @@ from keras import ops
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """The learning rate at optimizer update `step` (1-based: the first update uses step 1).
 
-  Keras calls a schedule with the optimizer's micro-step counter; with gradient accumulation that
-  counter advances once per micro-batch, so `accumulation_steps` converts it back to updates.
+  Keras calls a schedule with the optimizer's step counter. With Keras' own gradient
+  accumulation (`gradient_accumulation_steps` of a Keras optimizer) that counter advances once
+  per micro-batch, and `accumulation_steps` converts it back to updates. The trainer
+  accumulates itself and calls its optimizer once per update, so it passes 1.
 
   Args:
     hidden_size: d_model.
@@ -51,7 +53,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 accumulation_steps=self.accumulation_steps)
 
   @classmethod
-  def from_hparams(cls, hparams):
+  def from_hparams(cls, hparams, accumulation_steps=None):
+    """The hparams' schedule; `accumulation_steps` defaults to gradient_accumulation_steps."""
+    if accumulation_steps is None:
+      accumulation_steps = hparams.gradient_accumulation_steps
     return cls(hparams.hidden_size, hparams.learning_rate_warmup_steps,
-               hparams.learning_rate_schedule, hparams.learning_rate_constant,
-               hparams.gradient_accumulation_steps)
+               hparams.learning_rate_schedule, hparams.learning_rate_constant, accumulation_steps)
