@@ -21,6 +21,19 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "backend_independent: runs on the TensorFlow and JAX backends")
 
 
+def pytest_terminal_summary(terminalreporter):
+  """One line saying how many tests were skipped, for which reasons (a green run that skipped
+  the tests needing real corpora should say so)."""
+  reasons = {}
+  for report in terminalreporter.stats.get("skipped", []):
+    reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    reasons[reason] = reasons.get(reason, 0) + 1
+  if reasons:
+    listed = "; ".join(f"{count} x {reason}" for reason, count in
+                       sorted(reasons.items(), key=lambda item: -item[1]))
+    terminalreporter.write_line(f"skipped {sum(reasons.values())} tests: {listed}", yellow=True)
+
 
 @pytest.fixture(scope="session")
 def worker_envs():
