@@ -180,7 +180,7 @@ def main():
     # The last replica's gradient: NaN on 2 devices, +inf on 4 (each run costs a trace).
     results["poison"] = "nan" if INDEX == 2 else "inf"
     results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned",
-                                                  float(results["poison"]), INDEX - 1, 5)
+                                                  float(results["poison"]), INDEX - 1, 4)
   else:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX)}
@@ -190,7 +190,7 @@ def main():
         save_checkpoints_steps=2, log_every=1, strategy=strategy)
     results["step"] = trained["step"]
     np.savez(f"{OUT}/weights-{INDEX}.npz", *TRAINERS[-1].model.get_weights())  # as held in memory
-    results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned", float("nan"), 1, 3)
+    results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned", float("nan"), 1, 4)
   with open(f"{OUT}/{MODE}-{INDEX}.json", "w", encoding="utf-8") as f:
     json.dump(results, f)
 

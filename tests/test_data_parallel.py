@@ -91,7 +91,8 @@ def _model_tensors(prefix):
 
 
 def _assert_stopped_before_saving(error, folder, step):
-  """Raised before `step`; the last checkpoint is the one before it and holds finite weights."""
+  """Raised before `step`; the last checkpoint is the one before it and holds finite weights.
+  (Poisoned from a checkpoint step: the previous trainer saved the NaN weights there.)"""
   assert error and f"before step {step}" in error, error
   saved = step - 1 - (step - 1) % 2  # checkpoints every 2 updates
   assert tf.train.latest_checkpoint(str(folder)).endswith(f"ckpt-{saved}")
@@ -101,11 +102,11 @@ def _assert_stopped_before_saving(error, folder, step):
 
 
 def test_nonfinite_gradient_on_one_replica_stops_before_saving(mirrored):
-  """The last replica's gradient turns NaN (2 devices) or +inf (4 devices) from its 5th call;
+  """The last replica's gradient turns NaN (2 devices) or +inf (4 devices) from its 4th call;
   the loss stays finite."""
   results, out = mirrored
   assert results["poison"] == {2: "nan", 4: "inf"}[results["replicas"]]
-  _assert_stopped_before_saving(results["poisoned"]["raised"], out / "poisoned", 5)
+  _assert_stopped_before_saving(results["poisoned"]["raised"], out / "poisoned", 4)
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +145,8 @@ def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(worke
 
 
 def test_nonfinite_gradient_on_one_worker_stops_every_worker_before_saving(workers):
-  """Worker 1's gradient turns NaN from its 3rd call: both workers stop; neither saves."""
+  """Worker 1's gradient turns NaN from its 4th call: both workers stop; neither saves."""
   results, out = workers
   for index, result in enumerate(results):
     folder = out / "poisoned" if index == 0 else out / "poisoned" / f".worker_{index}"
-    _assert_stopped_before_saving(result["poisoned"]["raised"], folder, 3)
+    _assert_stopped_before_saving(result["poisoned"]["raised"], folder, 4)

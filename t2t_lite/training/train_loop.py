@@ -166,7 +166,11 @@ class Trainer:
                                                self.hparams.label_smoothing,
                                                compact=not self.hparams.xla_compile)
       scaled = self.optimizer.scale_loss(loss_sum / tokens)
-    return loss_sum, tape.gradient(scaled, self.model.trainable_variables)
+    variables = self.model.trainable_variables
+    # Dense: accumulated, summed and scaled alike (an embedding looked up and not used as the
+    # softmax has tf.IndexedSlices; Adam's update of it is dense either way).
+    return loss_sum, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                      for g, v in zip(tape.gradient(scaled, variables), variables)]
 
   def _micro_batch(self, batch):
     """(loss sum, gradients, tokens): tokens are the micro-batch's over all replicas."""
