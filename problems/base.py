@@ -68,6 +68,13 @@ class Problem:
     """Unbatched tf.data of {"inputs": tf.string, "targets": tf.string}, in the source's order."""
     raise NotImplementedError
 
+  def raw_files(self, split: str) -> list[str]:
+    """The local files `split`'s text is read from, if any: datagen's shards of the split are
+    used only while these are unchanged. [] for text made in process or from a versioned
+    dataset (TFDS)."""
+    del split
+    return []
+
   # --- Shared behaviour. -------------------------------------------------------------------------
 
   def text_pairs(self, split: str, data_dir: str | None) -> list[tuple[str, str]]:
@@ -83,7 +90,8 @@ class Problem:
     """
     check_split(split)
     vocab = self.get_vocab(data_dir)
-    chunks = token_shards.read_token_shards(self.name, split, data_dir, vocab, input_context)
+    chunks = token_shards.read_token_shards(self.name, split, data_dir, vocab, input_context,
+                                            raw_files=self.raw_files(split))
     if chunks is not None:
       return chunks
     texts = pipeline.shard(self.text_dataset(split, data_dir), input_context)
@@ -127,6 +135,9 @@ class ReversedProblem(Problem):
 
   def text_pairs(self, split, data_dir):
     return [(target, source) for source, target in self.base.text_pairs(split, data_dir)]
+
+  def raw_files(self, split):
+    return self.base.raw_files(split)
 
   def token_dataset(self, split, data_dir, input_context=None):
     return self.base.token_dataset(split, data_dir, input_context).map(_swap)

@@ -79,6 +79,11 @@ class TranslateProblem(Problem):
 
   # --- The Problem interface. --------------------------------------------------------------------
 
+  def raw_files(self, split):
+    if not self.reads_local_files:
+      return []
+    return [path for pair in self.file_pairs(split) for path in pair]
+
   def text_dataset(self, split, data_dir):
     check_split(split)
     if self.reads_local_files:

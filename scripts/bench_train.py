@@ -15,7 +15,8 @@ Rows, each timed the same way (warm-up steps, every batch shape traced, excluded
   the pre-softmax projection fused with the label-smoothed loss and its gradient
   (`projected_cross_entropy`), Adam with the paper's betas and schedule (its update fused into one
   XLA kernel per variable, `t2t_lite.training.adam`), the NaN guard);
-  `t2t_lite XLA`: the same with `xla_compile=True` (the whole step compiled).
+  `t2t_lite XLA`: the same with `xla_compile=True` (the forward and backward pass compiled;
+  the update is Adam's own XLA kernel per variable, as without it).
 - `keras-hub`: keras-hub's TransformerEncoder/TransformerDecoder with a tied ReversibleEmbedding
   and SinePositionEncoding (the same parameter count up to biases and LayerNorm placement),
   trained as a Keras user would: Adam (same betas) and `keras.losses.CategoricalCrossentropy(

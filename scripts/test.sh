@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Sets up (a virtual environment in .venv, if missing) and runs the checks: the linter (ruff,
 # configured in pyproject.toml), everything on the TensorFlow backend, then the
-# backend-independent layer, model and search tests again on JAX.
+# backend-independent layer, model and search tests again on JAX. Every pass runs whatever the
+# others gave; the exit status is non-zero if any failed.
 # Usage: bash scripts/test.sh [extra pytest args]
-set -euo pipefail
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh || exit 1
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
-ruff check .
-python -m pytest -q -p no:cacheprovider tests "$@"
-KERAS_BACKEND=jax python -m pytest -q -p no:cacheprovider -m backend_independent tests "$@"
+failed=()
+ruff check . || failed+=("ruff")
+python -m pytest -q -p no:cacheprovider tests "$@" || failed+=("TensorFlow pass")
+KERAS_BACKEND=jax python -m pytest -q -p no:cacheprovider -m backend_independent tests "$@" \
+  || failed+=("JAX pass")
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "all passed: ruff, TensorFlow pass, JAX pass"

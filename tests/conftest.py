@@ -2,21 +2,58 @@
 
 Tests marked `backend_independent` use only keras.ops/numpy and run on both the TensorFlow and
 the JAX backends (scripts/test.sh runs them twice).
+
+Real corpora are read from ../shared/data (or $T2T_LITE_SHARED_DATA); a clone without them
+skips the tests that measure real text, and runs the plumbing tests that need only a parallel
+corpus (`multi30k_folder`) on made-up caption pairs with Multi30k's file names.
 """
 
+import json
 import os
 import pathlib
+import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import pytest  # noqa: E402
 
+from made_up_corpus import MULTI30K_FILES, write_made_up_captions  # noqa: E402
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = pathlib.Path(os.environ.get("T2T_LITE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
 def pytest_configure(config):
   config.addinivalue_line("markers", "backend_independent: runs on the TensorFlow and JAX backends")
+
+
+def pytest_terminal_summary(terminalreporter):
+  """One line saying how many tests were skipped, for which reasons (a green run that skipped
+  the tests needing real corpora should say so)."""
+  reasons = {}
+  for report in terminalreporter.stats.get("skipped", []):
+    reason = str(report.longrepr[2]) if isinstance(report.longrepr, tuple) else str(report.longrepr)
+    reason = reason.removeprefix("Skipped: ")
+    reasons[reason] = reasons.get(reason, 0) + 1
+  if reasons:
+    listed = "; ".join(f"{count} x {reason}" for reason, count in
+                       sorted(reasons.items(), key=lambda item: -item[1]))
+    terminalreporter.write_line(f"skipped {sum(reasons.values())} tests: {listed}", yellow=True)
+
+
+@pytest.fixture(scope="session")
+def worker_envs():
+  """`envs(n)`: the environments of n worker processes on 127.0.0.1 (free ports, TF_CONFIG)."""
+  def envs(n, **extra):
+    sockets = [socket.socket() for _ in range(n)]
+    for s in sockets:
+      s.bind(("127.0.0.1", 0))
+    cluster = {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]}
+    for s in sockets:
+      s.close()
+    return [dict(os.environ, **extra, TF_CONFIG=json.dumps(
+        {"cluster": cluster, "task": {"type": "worker", "index": index}})) for index in range(n)]
+  return envs
 
 
 @pytest.fixture(scope="session")
@@ -27,12 +64,23 @@ def shared_data():
 
 
 @pytest.fixture(scope="session")
-def multi30k_slice(shared_data, tmp_path_factory):
+def multi30k_folder(tmp_path_factory):
+  """Multi30k's raw files (train, val, test_2016_flickr .en/.de): ../shared/data/multi30k, or
+  made-up captions with the same names and the dev/test line counts when it is missing."""
+  if (SHARED_DATA / "multi30k").is_dir():
+    return SHARED_DATA / "multi30k"
+  folder = tmp_path_factory.mktemp("made_up_multi30k")
+  write_made_up_captions(folder, {**MULTI30K_FILES, "train": 2000})
+  return folder
+
+
+@pytest.fixture(scope="session")
+def multi30k_slice(multi30k_folder, tmp_path_factory):
   """A raw_data_dir with the first 2,000 / 100 / 100 Multi30k pairs (same file names)."""
   folder = tmp_path_factory.mktemp("multi30k_slice")
   for prefix, count in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
     for lang in ("en", "de"):
-      lines = (shared_data / "multi30k" / f"{prefix}.{lang}").read_text(encoding="utf-8").split("\n")
+      lines = (multi30k_folder / f"{prefix}.{lang}").read_text(encoding="utf-8").split("\n")
       (folder / f"{prefix}.{lang}").write_text("\n".join(lines[:count]) + "\n", encoding="utf-8")
   return folder
 

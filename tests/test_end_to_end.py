@@ -4,9 +4,7 @@ On a 2,000-pair slice of Multi30k with tiny settings (the translations are poor;
 is what is checked), and the WMT14 recipe's real commands in their dry-run form.
 """
 
-import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -65,21 +63,14 @@ def test_wmt14_recipe_commands_run_in_dry_run(model, mode, shared_data, tmp_path
   assert tf.train.latest_checkpoint(str(tmp_path / "model" / "averaged"))
 
 
-def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, tmp_path):
+def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, tmp_path, worker_envs):
   """Two worker processes on 127.0.0.1, as on two machines; the chief averages, decodes, scores."""
-  sockets = [socket.socket() for _ in range(2)]
-  for s in sockets:
-    s.bind(("127.0.0.1", 0))
-  cluster = {"worker": [f"127.0.0.1:{s.getsockname()[1]}" for s in sockets]}
-  for s in sockets:
-    s.close()
   procs = []
-  for index in range(2):
-    env = dict(os.environ, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"),
-               DATA_DIR=str(tmp_path / f"data{index}"),
-               NEWSTEST_DIR=str(shared_data / "wmt14"),
-               PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"],
-               TF_CONFIG=json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}}))
+  envs = worker_envs(2, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"),
+                     NEWSTEST_DIR=str(shared_data / "wmt14"),
+                     PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+  for index, env in enumerate(envs):
+    env["DATA_DIR"] = str(tmp_path / f"data{index}")
     recipe = os.path.join(REPO, "scripts", "wmt14_recipe.sh")
     procs.append(subprocess.Popen(["bash", recipe, "base", "multiworker"], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, env=env))

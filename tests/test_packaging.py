@@ -35,3 +35,28 @@ def test_regular_install_maps_problems_and_hparams_into_the_package(tmp_path):
   result = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True)
   assert result.returncode == 0, result.stderr
   assert result.stdout.strip().startswith(str(target))
+
+
+def test_test_script_runs_every_pass_and_fails_if_any_failed(tmp_path):
+  """scripts/test.sh with stand-ins for setup, ruff and python: a failing TensorFlow pass does
+  not skip the JAX pass, and the script's exit status says something failed."""
+  (tmp_path / "scripts").mkdir()
+  with open(os.path.join(REPO, "scripts", "test.sh"), encoding="utf-8") as f:
+    (tmp_path / "scripts" / "test.sh").write_text(f.read())
+  (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
+  stubs = tmp_path / ".venv" / "bin"
+  stubs.mkdir(parents=True)
+  (stubs / "activate").write_text(f'PATH="{stubs}:$PATH"\n')
+  log = tmp_path / "calls.log"
+  (stubs / "ruff").write_text(f'#!/bin/sh\necho "ruff $*" >> "{log}"\n')
+  # The TensorFlow pass fails (no KERAS_BACKEND), the JAX pass passes.
+  (stubs / "python").write_text(f'#!/bin/sh\necho "python ${{KERAS_BACKEND:-tensorflow}} $*" >> "{log}"\n'
+                                '[ "$KERAS_BACKEND" = jax ]\n')
+  for stub in ("ruff", "python"):
+    os.chmod(stubs / stub, 0o755)
+  result = subprocess.run(["bash", str(tmp_path / "scripts" / "test.sh"), "-k", "x"],
+                          capture_output=True, text=True, timeout=60)
+  calls = log.read_text().splitlines()
+  assert [c.split()[:2] for c in calls] == [["ruff", "check"], ["python", "tensorflow"], ["python", "jax"]]
+  assert calls[-1].endswith("-m backend_independent tests -k x")
+  assert result.returncode != 0 and "TensorFlow pass" in result.stderr

@@ -1,5 +1,9 @@
 """The token-budget pipeline: budgets hold, padding is low, eval keeps all, sharding, datagen."""
 
+import json
+import os
+import pathlib
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -163,3 +167,50 @@ def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):
   rev = get_problem(problem.name + "_rev", raw_data_dir=str(shared_data / "multi30k"))
   first = next(iter(rev.token_dataset("dev", prepared)))["targets"][0]
   assert vocab.decode(first.numpy()) == problem.text_pairs("dev", data_dir)[0][0]
+
+
+def test_datagen_shards_follow_the_raw_files_and_the_manifest_is_replaced_whole(tmp_path, monkeypatch):
+  from made_up_corpus import write_made_up_captions
+  raw, data = tmp_path / "raw", str(tmp_path / "data")
+  raw.mkdir()
+  write_made_up_captions(raw, {"train": 300, "val": 40, "test_2016_flickr": 40})
+  problem = get_problem("translate_ende_multi30k", raw_data_dir=str(raw))
+  vocab = problem.get_vocab(data)
+  first = token_shards.generate_data(problem, data, splits=("train", "dev"), train_shards=2)
+  assert token_shards.read_token_shards(problem.name, "dev", data, vocab,
+                                        raw_files=problem.raw_files("dev")) is not None
+
+  def targets(split):
+    chunks = problem.token_dataset(split, data)
+    return [vocab.decode(ids) for chunk in chunks for ids in chunk["targets"].numpy()]
+
+  # A raw file edited (same size even): its split's shards are not used, and datagen rebuilds them.
+  german = (raw / "val.de").read_text(encoding="utf-8")
+  edited = german.replace("Ein Hund", "Ein Huhn", 1)
+  assert edited != german and len(edited) == len(german)
+  (raw / "val.de").write_text(edited, encoding="utf-8")
+  assert token_shards.read_token_shards(problem.name, "dev", data, vocab,
+                                        raw_files=problem.raw_files("dev")) is None
+  assert targets("dev")[:40] == [t for _, t in problem.text_pairs("dev", data)]  # the edited text
+  second = token_shards.generate_data(problem, data, splits=("train", "dev"), train_shards=2)
+  assert second["splits"]["train"] == first["splits"]["train"]  # untouched: reused
+  assert second["splits"]["dev"]["raw_files"] != first["splits"]["dev"]["raw_files"]
+  assert "Ein Huhn" in "\n".join(targets("dev"))
+  # Touched without a change, or the same bytes elsewhere: still the same raw data.
+  os.utime(raw / "val.en")
+  assert token_shards.read_token_shards(problem.name, "dev", data, vocab,
+                                        raw_files=problem.raw_files("dev")) is not None
+  # A failed manifest write leaves the previous manifest whole.
+  manifest_file = pathlib.Path(token_shards.manifest_path(data, problem.name))
+  before = manifest_file.read_text(encoding="utf-8")
+
+  def half_then_fail(obj, f, **kwargs):
+    f.write(json.dumps(obj)[:20])
+    raise OSError("disk full")
+
+  monkeypatch.setattr(token_shards.json, "dump", half_then_fail)
+  (raw / "val.de").write_text(german, encoding="utf-8")
+  with pytest.raises(OSError, match="disk full"):
+    token_shards.generate_data(problem, data, splits=("dev",))
+  assert manifest_file.read_text(encoding="utf-8") == before
+  assert not [n for n in os.listdir(data) if n.endswith(".tmp")]

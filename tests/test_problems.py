@@ -43,9 +43,9 @@ def test_unknown_name_lists_problems_and_closest_match():
     get_problem("no_such_problem_rev")
 
 
-def test_rev_swaps_any_translation_problem(shared_data):
-  forward = get_problem("translate_ende_multi30k", raw_data_dir=str(shared_data / "multi30k"))
-  reverse = get_problem("translate_ende_multi30k_rev", raw_data_dir=str(shared_data / "multi30k"))
+def test_rev_swaps_any_translation_problem(multi30k_folder):
+  forward = get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_folder))
+  reverse = get_problem("translate_ende_multi30k_rev", raw_data_dir=str(multi30k_folder))
   assert reverse.name == "translate_ende_multi30k_rev"
   assert (reverse.source_language, reverse.target_language) == ("de", "en")
   assert reverse.text_pairs("dev", None)[:5] == [(t, s) for s, t in forward.text_pairs("dev", None)[:5]]
@@ -57,9 +57,9 @@ def test_rev_swaps_any_translation_problem(shared_data):
                                                                      "translate_enfr")
 
 
-def test_multi30k_reads_local_files_in_file_order(shared_data):
-  problem = get_problem("translate_ende_multi30k", raw_data_dir=str(shared_data / "multi30k"))
-  folder = shared_data / "multi30k"
+def test_multi30k_reads_local_files_in_file_order(multi30k_folder):
+  problem = get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_folder))
+  folder = multi30k_folder
   for split, prefix, count in (("dev", "val", 1014), ("test", "test_2016_flickr", 1000)):
     english = (folder / f"{prefix}.en").read_text(encoding="utf-8").split("\n")[:-1]
     german = (folder / f"{prefix}.de").read_text(encoding="utf-8").split("\n")[:-1]
@@ -141,7 +141,7 @@ def test_windows_line_ends_match_tf_data(tmp_path):
           for ex in problem.text_dataset("train", None).as_numpy_iterator()] == expected
 
 
-def test_usr_dir_registers_a_users_problem(tmp_path, shared_data):
+def test_usr_dir_registers_a_users_problem(tmp_path, multi30k_folder):
   package = tmp_path / "my_t2t_usr"
   package.mkdir()
   (package / "__init__.py").write_text(
@@ -153,7 +153,7 @@ def test_usr_dir_registers_a_users_problem(tmp_path, shared_data):
       "  raw_split_prefixes = {'train': 'val', 'dev': 'val', 'test': 'test_2016_flickr'}\n")
   import_usr_dir(str(package))
   import_usr_dir(str(package) + "/")                  # twice is harmless
-  problem = get_problem("translate_ende_usr_test", raw_data_dir=str(shared_data / "multi30k"))
+  problem = get_problem("translate_ende_usr_test", raw_data_dir=str(multi30k_folder))
   assert problem.name == "translate_ende_usr_test"
   batch = next(iter(problem.dataset("dev", str(tmp_path / "data"), HP, training=False)))
   assert batch["inputs"].shape[0] > 0
@@ -193,20 +193,20 @@ def test_algorithmic_problems_are_deterministic_and_correct(name):
   assert problem.default_decode_hparams().beam_size == 1
 
 
-def test_multi30k_downloads_the_public_files_when_no_local_folder_is_given(shared_data, tmp_path):
+def test_multi30k_downloads_the_public_files_when_no_local_folder_is_given(multi30k_folder, tmp_path):
   """The real download code, served from file:// URLs holding gzipped slices of the corpus."""
   import gzip
   server = tmp_path / "server"
   server.mkdir()
   for prefix in ("train", "val", "test_2016_flickr"):
     for lang in ("en", "de"):
-      lines = (shared_data / "multi30k" / f"{prefix}.{lang}").read_bytes().split(b"\n")[:50]
+      lines = (multi30k_folder / f"{prefix}.{lang}").read_bytes().split(b"\n")[:50]
       (server / f"{prefix}.{lang}.gz").write_bytes(gzip.compress(b"\n".join(lines) + b"\n"))
   problem = get_problem("translate_ende_multi30k")
   problem.download_url = server.as_uri() + "/"
   data_dir = tmp_path / "data"
   pairs = problem.text_pairs("dev", str(data_dir))
-  expected = list(zip(*((shared_data / "multi30k" / f"val.{lang}").read_text(encoding="utf-8")
+  expected = list(zip(*((multi30k_folder / f"val.{lang}").read_text(encoding="utf-8")
                         .split("\n")[:50] for lang in ("en", "de"))))
   assert pairs == expected
   assert sorted(os.listdir(data_dir / "multi30k")) == sorted(

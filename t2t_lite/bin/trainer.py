@@ -166,6 +166,7 @@ def main(argv=None):
     tpu = args.tpu or ((args.master or args.cloud_tpu_name) if args.use_tpu else None)
     with common.usage_errors():
       strategy = distribute.make_strategy(args.worker_gpu, tpu)
+      distribute.check_supported(strategy, hparams)
     flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
     training_only = args.schedule == "train"
     results = train_loop.train_and_evaluate(

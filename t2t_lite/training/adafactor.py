@@ -13,14 +13,33 @@ One difference: Keras uses min(lr, t^-0.5) where T2T uses lr. T2T's Adafactor sc
 (`rsqrt_decay`, `max(step, warmup)^-0.5`) never exceed t^-0.5, so they give the same steps.
 The fused Q/K/V kernels here are one variable where T2T has three, so their factored
 statistics (and parameter scale) are taken over the fused matrix.
+
+Like `t2t_lite.training.adam.Adam`, it takes `aggregate_gradients=False` from a trainer that
+has already summed the gradients over the replicas of a `tf.distribute` strategy.
 """
 
 import keras
 
 
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class Adafactor(keras.optimizers.Adafactor):
+  """`keras.optimizers.Adafactor` that can skip the all-reduce in `apply` (TensorFlow backend)."""
+
+  def __init__(self, *args, aggregate_gradients: bool = True, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.aggregate_gradients = aggregate_gradients
+
+  def get_config(self):
+    return {**super().get_config(), "aggregate_gradients": self.aggregate_gradients}
+
+  def _all_reduce_sum_gradients(self, grads_and_vars):
+    if self.aggregate_gradients:
+      return super()._all_reduce_sum_gradients(grads_and_vars)
+    return list(grads_and_vars)
+
+
 def adafactor(learning_rate, **kwargs) -> keras.optimizers.Optimizer:
-  """Keras' Adafactor at T2T's defaults; `kwargs` as keras.optimizers.Adafactor's (clipping,
-  accumulation)."""
-  return keras.optimizers.Adafactor(learning_rate=learning_rate, beta_2_decay=-0.8,
-                                    epsilon_1=1e-30, epsilon_2=1e-3, clip_threshold=1.0,
-                                    relative_step=False, **kwargs)
+  """Adafactor at T2T's defaults; `kwargs` as keras.optimizers.Adafactor's, plus
+  `aggregate_gradients`."""
+  return Adafactor(learning_rate=learning_rate, beta_2_decay=-0.8, epsilon_1=1e-30,
+                   epsilon_2=1e-3, clip_threshold=1.0, relative_step=False, **kwargs)

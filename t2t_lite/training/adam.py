@@ -13,6 +13,12 @@ in one XLA-compiled loop that reads g, m, v, w once and writes m, v, w once. It 
 written by either restore into the other. Sparse gradients (`tf.IndexedSlices`), amsgrad and
 other backends (JAX, where XLA fuses Keras' update anyway) take Keras' own `update_step`.
 `python scripts/bench_train.py --adam` times both on the model's variables.
+
+Under a `tf.distribute` strategy Keras' optimizer sums the gradients over replicas inside
+`apply`, after clipping them (each replica by its own norm). A trainer that sums, clips and
+checks the gradients itself passes `aggregate_gradients=False` (tf.keras' old
+`experimental_aggregate_gradients=False`): `apply` then takes gradients that are already the
+sum over replicas and updates each replica's copy of a variable with its own copy of it.
 """
 
 import functools
@@ -37,8 +43,23 @@ def _tf_kernel():
 class Adam(keras.optimizers.Adam):
   """`keras.optimizers.Adam` whose dense update is one fused XLA kernel on TensorFlow.
 
-  Same arguments as `keras.optimizers.Adam` (the paper: beta_1=0.9, beta_2=0.98, epsilon=1e-9).
+  Same arguments as `keras.optimizers.Adam` (the paper: beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+  plus `aggregate_gradients`: False when the caller passes gradients already summed over the
+  replicas of a `tf.distribute` strategy (no all-reduce in `apply`).
   """
+
+  def __init__(self, *args, aggregate_gradients: bool = True, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.aggregate_gradients = aggregate_gradients
+
+  def get_config(self):
+    return {**super().get_config(), "aggregate_gradients": self.aggregate_gradients}
+
+  def _all_reduce_sum_gradients(self, grads_and_vars):
+    """TensorFlow backend: the all-reduce Keras does in `apply` under a strategy."""
+    if self.aggregate_gradients:
+      return super()._all_reduce_sum_gradients(grads_and_vars)
+    return list(grads_and_vars)
 
   def update_step(self, gradient, variable, learning_rate):
     if keras.backend.backend() != "tensorflow" or self.amsgrad:

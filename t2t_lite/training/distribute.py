@@ -42,6 +42,22 @@ def make_strategy(worker_gpu=None, tpu=None):
   return tf.distribute.get_strategy()  # the default: one device
 
 
+def check_supported(strategy, hparams):
+  """Raises ValueError, saying what to set, for hparams `strategy` cannot train with.
+
+  TPUStrategy compiles every step with XLA, which needs static shapes: the compacted loss
+  (padded positions dropped, `xla_compile=false`) and batches of varying length do not have
+  them. Other strategies take any hparams (`xla_compile` compiles each replica's forward and
+  backward pass inside `strategy.run`; the all-reduce and the update run around it).
+  """
+  tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
+  if isinstance(strategy, tpu) and not (hparams.xla_compile and hparams.static_batch_shapes):
+    raise ValueError(
+        "TPUStrategy compiles every step with XLA and needs static shapes: add "
+        "xla_compile=true,static_batch_shapes=true to --hparams (the loss then keeps padded "
+        "positions instead of compacting them, and every batch is padded to max_length)")
+
+
 def is_chief(strategy):
   """True on the process that owns the output directory."""
   resolver = getattr(strategy, "cluster_resolver", None)

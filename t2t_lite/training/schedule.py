@@ -30,8 +30,10 @@ LEGACY_CONSTANT = 5000.0  # T2T's legacy schedule: 5000, times 0.002 for Adam ("
 class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
   """The learning rate at optimizer update `step` (1-based: the first update uses step 1).
 
-  Keras calls a schedule with the optimizer's micro-step counter; with gradient accumulation that
-  counter advances once per micro-batch, so `accumulation_steps` converts it back to updates.
+  Keras calls a schedule with the optimizer's step counter. With Keras' own gradient
+  accumulation (`gradient_accumulation_steps` of a Keras optimizer) that counter advances once
+  per micro-batch, and `accumulation_steps` converts it back to updates. The trainer
+  accumulates itself and calls its optimizer once per update, so it passes 1.
 
   Args:
     hidden_size: d_model.
@@ -91,7 +93,10 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
                 optimizer=self.optimizer)
 
   @classmethod
-  def from_hparams(cls, hparams):
+  def from_hparams(cls, hparams, accumulation_steps=None):
+    """The hparams' schedule; `accumulation_steps` defaults to gradient_accumulation_steps."""
+    if accumulation_steps is None:
+      accumulation_steps = hparams.gradient_accumulation_steps
     return cls(hparams.hidden_size, hparams.learning_rate_warmup_steps,
                hparams.learning_rate_schedule, hparams.learning_rate_constant,
-               hparams.gradient_accumulation_steps, hparams.learning_rate, hparams.optimizer)
+               accumulation_steps, hparams.learning_rate, hparams.optimizer)

@@ -2,13 +2,33 @@
 
 `train_and_evaluate(problem, hparams, output_dir, ...)` is what `t2t-lite-trainer` calls and
 what tests call. One code path serves one device, MirroredStrategy and multi-worker training:
-a thin custom loop around `strategy.run` (as OpenNMT-tf does), so every step is visible:
+a thin custom loop around `strategy.run` (as OpenNMT-tf does), so every step is visible. One
+optimizer update, on every replica of every worker:
 
-- per-replica loss = sum of token losses / GLOBAL token count, gradients summed across replicas
-  (Keras' optimizer all-reduces), so N replicas equal one device on the same global batch;
-- checkpoints through `tf.train.CheckpointManager` (the index file is replaced atomically, so a
-  kill during a save leaves the previous checkpoint as the latest); rerunning resumes;
-- a non-finite loss stops training before anything is saved after it.
+1. each micro-batch: loss = sum of token losses / the micro-batch's GLOBAL token count (summed
+   over replicas), and its gradients (`Trainer.gradients`, the part `xla_compile` compiles);
+2. with `gradient_accumulation_steps` > 1, each replica adds gradient x tokens to running sums
+   of its own (`GradientAccumulator`: replica-local variables, no communication) until the
+   last micro-batch of the update;
+3. one all-reduce sums the gradients and the loss over replicas and workers; divided by the
+   tokens of the whole accumulated global batch, they are those of one big batch (T2T's
+   multistep optimizer normalizes the same way when micro-batches hold different token counts);
+4. every replica now holds the same gradient, so the non-finite check and the clipping by its
+   global norm (`clip_grad_norm`) come out the same everywhere;
+5. the optimizer applies it without a second all-reduce (`Adam(aggregate_gradients=False)`).
+
+So N replicas equal one device on the same global batch, clipping and accumulation included.
+Keras' own `global_clipnorm` and `gradient_accumulation_steps` are not used: on TensorFlow they
+clip each replica's gradient by its local norm before the all-reduce, and accumulation
+averages micro-batches instead of weighting them by their tokens.
+
+- Seeds: `hparams.seed` seeds the weights' initialization (`keras.utils.set_random_seed`) and
+  every dropout seed generator; a resumed run reseeds dropout from (seed, step) so it does not
+  replay the first run's masks. Each replica draws its own masks (`t2t_lite.layers.Dropout`).
+- Checkpoints through `tf.train.CheckpointManager` (the index file is replaced atomically, so a
+  kill during a save leaves the previous checkpoint as the latest); rerunning resumes.
+- A NaN or infinite loss or gradient on any replica or worker stops every process (they all
+  see the same all-reduced values) before anything is saved after it.
 """
 
 import os
@@ -17,6 +37,7 @@ import time
 from collections.abc import Callable
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from t2t_lite import model_dir
@@ -30,24 +51,68 @@ from t2t_lite.training.evaluation import write_scalars as _write_scalars
 from t2t_lite.training.schedule import TransformerSchedule
 from t2t_lite.token_ids import PAD_ID
 
+SUM = tf.distribute.ReduceOp.SUM
+
 
 class NonFiniteLossError(RuntimeError):
   pass
 
 
 def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-  common = dict(learning_rate=TransformerSchedule.from_hparams(hparams),
-                global_clipnorm=hparams.clip_grad_norm or None,
-                gradient_accumulation_steps=(hparams.gradient_accumulation_steps
-                                             if hparams.gradient_accumulation_steps > 1 else None))
+  """The hparams' optimizer (Adam, or T2T's Adafactor) and schedule; clipping and accumulation
+  are the Trainer's."""
+  # The optimizer is called once per update, so the schedule reads its counter as updates.
+  learning_rate = TransformerSchedule.from_hparams(hparams, accumulation_steps=1)
   if hparams.optimizer == "adafactor":
-    optimizer = adafactor(**common)
+    optimizer = adafactor(learning_rate, aggregate_gradients=False)
   else:
-    optimizer = Adam(beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-                     epsilon=hparams.optimizer_adam_epsilon, **common)
+    optimizer = Adam(learning_rate=learning_rate, beta_1=hparams.optimizer_adam_beta1,
+                     beta_2=hparams.optimizer_adam_beta2, epsilon=hparams.optimizer_adam_epsilon,
+                     aggregate_gradients=False)
   if hparams.mixed_precision == "mixed_float16":
     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
   return optimizer
+
+
+def seed_dropout(model: keras.Model, seed: int, step: int = 0) -> None:
+  """Gives every seed generator of `model` (its dropout layers') a state drawn from (seed, step)."""
+  rng = np.random.default_rng([seed, step])
+  for variable in model.variables:
+    if variable.name == "seed_generator_state":
+      variable.assign(np.array([rng.integers(1, 2 ** 31), 0], variable.dtype))
+
+
+class GradientAccumulator:
+  """Each replica's running sums over the micro-batches of one update: gradients x tokens,
+  loss sum and (global) tokens. Replica-local (`ON_READ`) variables: adding is free of
+  communication; `total` adds the last micro-batch, returns the sums and resets them."""
+
+  def __init__(self, variables):
+    def local(shape, dtype):
+      return tf.Variable(tf.zeros(shape, dtype), trainable=False,
+                         synchronization=tf.VariableSynchronization.ON_READ,
+                         aggregation=tf.VariableAggregation.SUM)
+    self.gradients = [local(v.shape, v.dtype) for v in variables]
+    self.loss_sum = local([], tf.float32)
+    self.tokens = local([], tf.float32)
+
+  def add(self, loss_sum, gradients, tokens):
+    for total, gradient in zip(self.gradients, gradients):
+      total.assign_add(gradient * tf.cast(tokens, gradient.dtype))
+    self.loss_sum.assign_add(loss_sum)
+    self.tokens.assign_add(tokens)
+
+  def total(self, loss_sum, gradients, tokens):
+    """(loss sum, sum of gradient x tokens / all tokens, all tokens) with this micro-batch."""
+    tokens_total = self.tokens.read_value() + tokens
+    divisor = tf.maximum(tokens_total, 1.0)
+    gradients = [(total.read_value() + g * tf.cast(tokens, g.dtype)) / tf.cast(divisor, g.dtype)
+                 for total, g in zip(self.gradients, gradients)]
+    loss_sum = self.loss_sum.read_value() + loss_sum
+    with tf.control_dependencies(gradients + [loss_sum, tokens_total]):
+      for variable in self.gradients + [self.loss_sum, self.tokens]:
+        variable.assign(tf.zeros_like(variable))
+    return loss_sum, gradients, tokens_total
 
 
 class Trainer:
@@ -59,15 +124,19 @@ class Trainer:
                keep_checkpoint_every_n_hours: float | None = None):
     self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
+    distribute.check_supported(self.strategy, hparams)
     self.output_dir = output_dir
     self.chief = distribute.is_chief(self.strategy)
     # Non-chief workers must write too (collectives), but to a directory of their own.
     ckpt_dir = output_dir if self.chief else os.path.join(
         output_dir, f".worker_{self.strategy.cluster_resolver.task_id}")
+    keras.utils.set_random_seed(hparams.seed)  # the weights' initialization
     with self.strategy.scope():
       self.model = model_dir.build_model(hparams, vocab_size, model)
       self.optimizer = build_optimizer(hparams)
       self.optimizer.build(self.model.trainable_variables)
+      self.accumulator = (GradientAccumulator(self.model.trainable_variables)
+                          if hparams.gradient_accumulation_steps > 1 else None)
       self.nonfinite = tf.Variable(False, trainable=False, name="nonfinite_loss_seen",
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
     self.checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(self.model),
@@ -78,48 +147,99 @@ class Trainer:
     self.restored_from = self.manager.latest_checkpoint
     if self.restored_from:
       self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
-    self._train_fn = None
+    seed_dropout(self.model, hparams.seed, self.step)
+    self.gradients_fn = (tf.function(self.gradients, jit_compile=True, reduce_retracing=True)
+                         if hparams.xla_compile else self.gradients)
+    self._micro_batches = 0
+    self._step_fns = {}
     self._eval_fn = None
 
   @property
   def step(self):
-    """Optimizer updates done so far (micro-batches / accumulation steps)."""
+    """Optimizer updates done so far."""
     return int(self.optimizer.iterations.numpy())
 
-  def _replica_step(self, batch):
-    hp = self.hparams
-    targets = batch["targets"]
-    local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(targets, PAD_ID), tf.float32))
-    ctx = tf.distribute.get_replica_context()
-    global_tokens = ctx.all_reduce(tf.distribute.ReduceOp.SUM, local_tokens)
+  # --- One update, per replica (inside strategy.run). --------------------------------------------
+
+  def gradients(self, batch, tokens):
+    """(loss sum, gradients of loss sum / `tokens`) of this replica's micro-batch; with
+    mixed_float16 the gradients are multiplied by the loss scale. The only part of a step that
+    `xla_compile` compiles: it holds no cross-replica communication."""
     with tf.GradientTape() as tape:
       # The pre-softmax projection is fused into the loss (it drops padded positions and
       # computes the gradient in the same pass); the logits are never stored.
       decoder_output = self.model.decoder_output(batch, training=True)
       table = tf.convert_to_tensor(self.model.softmax.embeddings)
-      loss_sum, _, _ = projected_cross_entropy(decoder_output, table, targets, hp.label_smoothing,
-                                               compact=not hp.xla_compile)
-      loss = loss_sum / tf.maximum(global_tokens, 1.0)
-      scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
-    grads = tape.gradient(scaled, self.model.trainable_variables)
-    self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables))
-    total_loss = ctx.all_reduce(tf.distribute.ReduceOp.SUM, loss)
-    finite = tf.math.is_finite(total_loss)
-    if hp.mixed_precision != "mixed_float16":  # with loss scaling, inf gradients are skipped steps
-      finite = tf.logical_and(finite, tf.math.is_finite(tf.linalg.global_norm(grads)))
+      loss_sum, _, _ = projected_cross_entropy(decoder_output, table, batch["targets"],
+                                               self.hparams.label_smoothing,
+                                               compact=not self.hparams.xla_compile)
+      scaled = self.optimizer.scale_loss(loss_sum / tokens)
+    variables = self.model.trainable_variables
+    # Dense: accumulated, summed and scaled alike (an embedding looked up and not used as the
+    # softmax has tf.IndexedSlices; Adam's update of it is dense either way).
+    return loss_sum, [tf.zeros_like(v) if g is None else tf.convert_to_tensor(g)
+                      for g, v in zip(tape.gradient(scaled, variables), variables)]
+
+  def _micro_batch(self, batch):
+    """(loss sum, gradients, tokens): tokens are the micro-batch's over all replicas."""
+    local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], PAD_ID), tf.float32))
+    tokens = tf.distribute.get_replica_context().all_reduce(SUM, local_tokens)
+    loss_sum, grads = self.gradients_fn(batch, tf.maximum(tokens, 1.0))
+    return loss_sum, grads, tokens
+
+  def _accumulate(self, batch):
+    loss_sum, grads, tokens = self._micro_batch(batch)
+    self.accumulator.add(loss_sum, grads, tokens)
+    return loss_sum / tf.maximum(tokens, 1.0), tokens  # this replica's share of the loss
+
+  def _update(self, batch):
+    """The last micro-batch of an update: all-reduce, check, clip, apply (see the module doc)."""
+    loss_sum, grads, tokens = self._micro_batch(batch)
+    batch_tokens = tokens
+    if self.accumulator is not None:
+      loss_sum, grads, tokens = self.accumulator.total(loss_sum, grads, tokens)
+    *grads, loss_sum = tf.distribute.get_replica_context().all_reduce(SUM, [*grads, loss_sum])
+    loss = loss_sum / tf.maximum(tokens, 1.0)
+    scale = tf.cast(getattr(self.optimizer, "dynamic_scale", 1.0), tf.float32)  # mixed_float16
+    norm = tf.linalg.global_norm(grads) / scale
+    finite = tf.math.is_finite(loss)
+    if self.hparams.mixed_precision != "mixed_float16":  # with loss scaling, inf gradients are skipped steps
+      finite = tf.logical_and(finite, tf.math.is_finite(norm))
+    clip = self.hparams.clip_grad_norm
+    if clip > 0:  # tf.clip_by_global_norm's rule, on the summed gradient
+      factor = clip / tf.maximum(norm, clip)
+      grads = [g * tf.cast(factor, g.dtype) for g in grads]
+    self.optimizer.apply(grads, self.model.trainable_variables)
     self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(finite)))
-    return total_loss, global_tokens
+    return loss, batch_tokens
+
+  # --- The host side. -----------------------------------------------------------------------------
+
+  def _step_fn(self, kind):
+    """The tf.function running `_update` or `_accumulate` on every replica."""
+    if kind not in self._step_fns:
+      replica_fn = self._update if kind == "update" else self._accumulate
+
+      def step(batch):
+        loss, tokens = self.strategy.run(replica_fn, args=(batch,))
+        if kind == "accumulate":  # each replica holds its share of the micro-batch's loss
+          return self.strategy.reduce(SUM, loss, axis=None), self._first(tokens)
+        return self._first(loss), self._first(tokens)  # the same on every replica
+      self._step_fns[kind] = tf.function(step, reduce_retracing=True)
+    return self._step_fns[kind]
+
+  def _first(self, value):
+    return self.strategy.experimental_local_results(value)[0]
 
   def train_step(self, dist_batch):
-    """One micro-step on a distributed batch; returns (mean token loss, target tokens)."""
-    if self._train_fn is None:
-      def fn(batch):
-        loss, tokens = self.strategy.run(self._replica_step, args=(batch,))
-        return (self.strategy.reduce("MEAN", loss, axis=None),
-                self.strategy.reduce("MEAN", tokens, axis=None))
-      self._train_fn = tf.function(fn, jit_compile=self.hparams.xla_compile or None,
-                                   reduce_retracing=True)
-    return self._train_fn(dist_batch)
+    """One micro-batch on every replica (a distributed batch; a plain one on one device).
+
+    Every `gradient_accumulation_steps`-th call applies an update. Returns (mean token loss,
+    target tokens of this micro-batch); at an update the loss is that of the whole update.
+    """
+    self._micro_batches += 1
+    last = self._micro_batches % self.hparams.gradient_accumulation_steps == 0
+    return self._step_fn("update" if last else "accumulate")(dist_batch)
 
   def check_finite(self):
     if bool(self.nonfinite.numpy()):
@@ -220,13 +340,13 @@ def train_and_evaluate(
     window_tokens += float(tokens_t)
     if micro % accumulation:
       continue
+    trainer.check_finite()  # every update: all processes see the same flag and stop together
     step = trainer.step
     out_of_time = bool(max_train_seconds) and time.time() - run_start > max_train_seconds
     if out_of_time:
       print(f"time budget of {max_train_seconds:.0f}s used at step {step}; stopping", flush=True)
     last = step == train_steps or out_of_time
     if step % log_every == 0 or last:
-      trainer.check_finite()
       loss = float(loss_t)
       elapsed = max(time.time() - window_start, 1e-9)
       lr = float(trainer.optimizer.learning_rate)

@@ -1,0 +1,199 @@
+"""Data-parallel measurements in a process of their own; tests/test_data_parallel.py asserts on them.
+
+Logical devices can be configured only before TensorFlow starts, and a process holds one
+MultiWorkerMirroredStrategy, so each configuration is a process:
+
+    python tests/data_parallel_checks.py mirrored N OUT   # MirroredStrategy over N logical CPUs
+    python tests/data_parallel_checks.py worker I OUT     # worker I of the TF_CONFIG cluster
+
+Each writes OUT/<mode>-<N or I>.json (and the worker its weights, OUT/weights-I.npz).
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+import tensorflow as tf
+
+MODE, INDEX, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+if MODE == "mirrored":
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * INDEX)
+
+from t2t_lite import registry  # noqa: E402
+from t2t_lite.hparams import get_hparams  # noqa: E402
+from t2t_lite.layers import Dropout  # noqa: E402
+from t2t_lite.layers.dropout import numpy_keep_mask  # noqa: E402
+from t2t_lite.models.transformer import Transformer  # noqa: E402
+from t2t_lite.problems import get_problem  # noqa: E402
+from t2t_lite.training import train_loop  # noqa: E402
+
+MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
+         "max_length=16,eval_bleu_examples=0")
+NO_DROPOUT = ",layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0"
+# Which replica's gradient is poisoned, with what, from its how-many-th training call on.
+POISON = {"value": float("nan"), "replica": 1, "from_call": 5}
+
+
+@registry.models.register(name="transformer_poisoned_gradient")
+class PoisonedGradient(Transformer):
+  """The Transformer plus one scalar weight whose gradient is POISON["value"] on replica
+  POISON["replica"] from that replica's POISON["from_call"]-th training call on, and 0 before
+  (and on every other replica). The weight adds exactly 0 to the output, so the loss stays
+  finite: only one replica's gradients are poisoned."""
+
+  def build(self, input_shape=None):
+    super().build(input_shape)
+    self.poison_weight = self.add_weight(shape=(), initializer="zeros", name="poison")
+    # Each replica counts its own calls (a replica-local variable, outside Keras' tracking).
+    self.calls = [tf.Variable(0, trainable=False, synchronization=tf.VariableSynchronization.ON_READ,
+                              aggregation=tf.VariableAggregation.SUM)]
+
+  def decoder_output(self, inputs, training=None):
+    output = super().decoder_output(inputs, training)
+    if not training:
+      return output
+    calls = self.calls[0]
+    calls.assign_add(1)
+    replica = tf.distribute.get_replica_context().replica_id_in_sync_group
+    poisoned = tf.logical_and(tf.equal(replica, POISON["replica"]),
+                              calls.read_value() >= POISON["from_call"])
+
+    @tf.custom_gradient
+    def zero(weight):
+      return weight * 0.0, lambda dy: tf.where(poisoned, POISON["value"], 0.0)
+
+    return output + tf.cast(zero(self.poison_weight), output.dtype)
+
+
+TRAINERS = []
+
+
+class RecordingTrainer(train_loop.Trainer):
+  """The trainer, remembered, so the worker can save the weights it holds after training."""
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    TRAINERS.append(self)
+
+
+train_loop.Trainer = RecordingTrainer
+
+
+def replica_masks(strategy, seed):
+  """Each local replica's keep mask of a fresh Dropout(0.5, seed) on ones [6, 40], and its key."""
+  with strategy.scope():
+    layer = Dropout(0.5, seed=seed)
+  key = layer.seed_generator.state.numpy().tolist()
+  drawn = tf.function(lambda: strategy.run(lambda: layer(tf.ones([6, 40]), training=True)))()
+  return [(m.numpy() != 0) for m in strategy.experimental_local_results(drawn)], key
+
+
+def check_masks(strategy, first_replica):
+  masks, key = replica_masks(strategy, seed=11)
+  again, _ = replica_masks(strategy, seed=11)
+  return {"masks": [m.astype(int).tolist() for m in masks],
+          "reference": [numpy_keep_mask(m.shape, 0.5, key, first_replica + i).astype(int).tolist()
+                        for i, m in enumerate(masks)],
+          "rerun_same": all(np.array_equal(a, b) for a, b in zip(masks, again))}
+
+
+def micro_batches(replicas, updates=2, accumulation=2, rows=3):
+  """[update][micro-batch][replica] -> batch, each with its own amount of target padding."""
+  rng = np.random.default_rng(0)
+  out = []
+  for u in range(updates):
+    out.append([])
+    for m in range(accumulation):
+      out[-1].append([])
+      for r in range(replicas):
+        batch = {"inputs": rng.integers(2, 30, (rows, 7)).astype("int32"),
+                 "targets": rng.integers(2, 30, (rows, 9)).astype("int32")}
+        batch["targets"][:, 9 - (u + 2 * m + 3 * r) % 6:] = 0
+        batch["targets"][0, 9 - (u + m + r) % 4 - 1:] = 0
+        out[-1][-1].append(batch)
+  return out
+
+
+def check_clipping_and_accumulation(strategy, out, xla=False):
+  """One device on the whole global batch against N replicas accumulating 2 micro-batches,
+  with clipping active (one device without clipping ends elsewhere); with `xla`, the replicas
+  compile their forward and backward passes with XLA (`xla_compile`)."""
+  replicas = strategy.num_replicas_in_sync
+  hp = get_hparams("transformer_tiny", MICRO + NO_DROPOUT + ",clip_grad_norm=0.3,"
+                   "learning_rate_warmup_steps=4")
+  one = train_loop.Trainer(hp, 32, f"{out}/one")
+  unclipped = train_loop.Trainer(hp.replace(clip_grad_norm=0.0), 32, f"{out}/unclipped")
+  many = train_loop.Trainer(hp.replace(gradient_accumulation_steps=2, xla_compile=xla), 32,
+                            f"{out}/many", strategy)
+  start = one.model.get_weights()
+  for trainer in (many, unclipped):
+    trainer.model.set_weights(start)
+  losses = {"one": [], "many": []}
+  tokens = []
+  for update in micro_batches(replicas):
+    whole = {k: np.concatenate([b[k] for micro in update for b in micro]) for k in ("inputs", "targets")}
+    losses["one"].append(float(one.train_step(whole)[0]))
+    unclipped.train_step(whole)
+    for micro in update:
+      tokens.append([int((b["targets"] != 0).sum()) for b in micro])
+      loss, _ = many.train_step(strategy.experimental_distribute_values_from_function(
+          lambda ctx, micro=micro: micro[ctx.replica_id_in_sync_group]))
+    losses["many"].append(float(loss))
+
+  def distance(a, b):
+    return float(np.sqrt(sum(np.sum((x - y) ** 2) for x, y in zip(a, b))))
+  moved = distance(one.model.get_weights(), start)
+  # Relative to how far the weights moved: Adam turns float rounding in a gradient element
+  # near 0 into a sign flip of its whole update (a few elements of ~20k differ by ~2 lr),
+  # so an element-wise tolerance would test the rounding, not the algorithm.
+  return {"losses": losses, "tokens": tokens, "steps": [one.step, many.step],
+          "apart_over_moved": distance(many.model.get_weights(), one.model.get_weights()) / moved,
+          "unclipped_apart_over_moved":
+              distance(unclipped.model.get_weights(), one.model.get_weights()) / moved}
+
+
+def check_poisoned_gradient(strategy, out, value, replica, from_call):
+  """Trains the poisoned model; returns whether it stopped, and what was saved."""
+  POISON.update(value=value, replica=replica, from_call=from_call)
+  hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=1.0")
+  result = {"raised": None}
+  try:
+    train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hp, out, None, train_steps=10,
+                                  eval_steps=0, save_checkpoints_steps=2, log_every=10,
+                                  strategy=strategy, model="transformer_poisoned_gradient")
+  except train_loop.NonFiniteLossError as error:
+    result["raised"] = str(error)
+  return result
+
+
+def main():
+  os.makedirs(OUT, exist_ok=True)
+  if MODE == "mirrored":
+    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(INDEX)])
+    results = {"replicas": strategy.num_replicas_in_sync,
+               **check_masks(strategy, 0),
+               "clipping": check_clipping_and_accumulation(strategy, f"{OUT}/clip")}
+    if INDEX == 2:
+      results["clipping_xla"] = check_clipping_and_accumulation(strategy, f"{OUT}/xla", xla=True)
+    # The last replica's gradient: NaN on 2 devices, +inf on 4 (each run costs a trace).
+    results["poison"] = "nan" if INDEX == 2 else "inf"
+    results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned",
+                                                  float(results["poison"]), INDEX - 1, 4)
+  else:
+    strategy = tf.distribute.MultiWorkerMirroredStrategy()
+    results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX)}
+    hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
+    trained = train_loop.train_and_evaluate(
+        get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=0,
+        save_checkpoints_steps=2, log_every=1, strategy=strategy)
+    results["step"] = trained["step"]
+    np.savez(f"{OUT}/weights-{INDEX}.npz", *TRAINERS[-1].model.get_weights())  # as held in memory
+    results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned", float("nan"), 1, 4)
+  with open(f"{OUT}/{MODE}-{INDEX}.json", "w", encoding="utf-8") as f:
+    json.dump(results, f)
+
+
+if __name__ == "__main__":
+  main()

@@ -1,0 +1,152 @@
+"""Data-parallel training is right on several devices, not only on one.
+
+MirroredStrategy over 2 and 4 logical CPU devices, and MultiWorkerMirroredStrategy with two
+worker processes on 127.0.0.1. What runs in those processes is tests/data_parallel_checks.py;
+these tests assert on what it measured.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import model_dir
+
+CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_parallel_checks.py")
+
+
+def _output(result):
+  return result.stdout[-4000:] + result.stderr[-4000:]
+
+
+@pytest.fixture(scope="module")
+def run_mirrored(tmp_path_factory):
+  """`run(n)`: what the checks measured with MirroredStrategy over n logical CPUs (run once)."""
+  done = {}
+
+  def run(n):
+    if n not in done:
+      out = tmp_path_factory.mktemp(f"mirrored{n}")
+      result = subprocess.run([sys.executable, CHECKS, "mirrored", str(n), str(out)],
+                              capture_output=True, text=True, timeout=900)
+      assert result.returncode == 0, _output(result)
+      with open(out / f"mirrored-{n}.json", encoding="utf-8") as f:
+        done[n] = json.load(f), out
+    return done[n]
+  return run
+
+
+@pytest.fixture(params=[2, 4], ids=["2_devices", "4_devices"])
+def mirrored(request, run_mirrored):
+  return run_mirrored(request.param)
+
+
+def _assert_masks_are_per_replica(masks, references):
+  masks, references = np.array(masks), np.array(references)
+  for i in range(len(masks)):
+    np.testing.assert_array_equal(masks[i], references[i])  # the hash with replica i folded in
+    for j in range(i):
+      assert not np.array_equal(masks[i], masks[j]), (i, j)
+      # Independent draws at keep rate 0.5 agree on about half of the 240 elements.
+      assert 0.35 < np.mean(masks[i] == masks[j]) < 0.65, (i, j)
+
+
+def test_each_replica_draws_its_own_dropout_mask_and_a_rerun_the_same(mirrored):
+  results, _ = mirrored
+  assert len(results["masks"]) == results["replicas"]
+  _assert_masks_are_per_replica(results["masks"], results["reference"])
+  assert results["rerun_same"]
+
+
+def _assert_clipped_accumulated_update_equals_one_device(clipping):
+  assert len({n for micro in clipping["tokens"] for n in micro}) > 4  # unequal token counts
+  assert clipping["steps"] == [2, 2]
+  np.testing.assert_allclose(clipping["losses"]["many"], clipping["losses"]["one"], rtol=1e-5)
+  # Measured: 1e-6 to 2e-5 (float rounding); the previous trainer's per-replica clipping
+  # ended 0.36 apart (and its accumulation did not run on several replicas at all).
+  assert clipping["apart_over_moved"] < 1e-3
+  assert clipping["unclipped_apart_over_moved"] > 1e-2
+
+
+def test_clipped_accumulated_update_on_replicas_equals_one_device(mirrored):
+  """Clipping active (the unclipped run ends elsewhere), 2 micro-batches per update with
+  different token counts on every replica: N replicas end where one device does."""
+  _assert_clipped_accumulated_update_equals_one_device(mirrored[0]["clipping"])
+
+
+def test_xla_compile_under_mirrored_strategy_equals_one_device(run_mirrored):
+  """xla_compile=true compiles each replica's forward and backward pass inside strategy.run
+  (measured on 2 devices: an XLA compilation per replica)."""
+  _assert_clipped_accumulated_update_equals_one_device(run_mirrored(2)[0]["clipping_xla"])
+
+
+def _model_tensors(prefix):
+  reader = tf.train.load_checkpoint(prefix)
+  return [reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+          if name.startswith("model/") and name.endswith("VARIABLE_VALUE")]
+
+
+def _assert_stopped_before_saving(error, folder, step):
+  """Raised before `step`; the last checkpoint is the one before it and holds finite weights.
+  (Poisoned from a checkpoint step: the previous trainer saved the NaN weights there.)"""
+  assert error and f"before step {step}" in error, error
+  saved = step - 1 - (step - 1) % 2  # checkpoints every 2 updates
+  assert tf.train.latest_checkpoint(str(folder)).endswith(f"ckpt-{saved}")
+  assert not [n for n in os.listdir(folder) if n.startswith("ckpt-") and
+              int(n.split("-")[1].split(".")[0]) > saved]
+  assert all(np.isfinite(t).all() for t in _model_tensors(tf.train.latest_checkpoint(str(folder))))
+
+
+def test_nonfinite_gradient_on_one_replica_stops_before_saving(mirrored):
+  """The last replica's gradient turns NaN (2 devices) or +inf (4 devices) from its 4th call;
+  the loss stays finite."""
+  results, out = mirrored
+  assert results["poison"] == {2: "nan", 4: "inf"}[results["replicas"]]
+  _assert_stopped_before_saving(results["poisoned"]["raised"], out / "poisoned", 4)
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory, worker_envs):
+  out = tmp_path_factory.mktemp("workers")
+  procs = [subprocess.Popen([sys.executable, CHECKS, "worker", str(index), str(out)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+           for index, env in enumerate(worker_envs(2))]
+  outputs = []
+  try:
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.kill()
+  assert all(p.returncode == 0 for p in procs), "\n\n".join(o[-4000:] for o in outputs)
+  results = []
+  for index in range(2):
+    with open(out / f"worker-{index}.json", encoding="utf-8") as f:
+      results.append(json.load(f))
+  return results, out
+
+
+def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(workers):
+  results, out = workers
+  assert [r["replicas"] for r in results] == [2, 2] and [r["step"] for r in results] == [4, 4]
+  weights = [list(np.load(out / f"weights-{i}.npz").values()) for i in range(2)]
+  _, chief, path = model_dir.restore_model(str(out / "run"))
+  assert path.endswith("ckpt-4")
+  assert len(weights[0]) == len(weights[1]) == len(chief.get_weights())
+  for mine, theirs, saved in zip(*weights, chief.get_weights()):
+    np.testing.assert_array_equal(mine, theirs)
+    np.testing.assert_array_equal(mine, saved)
+  # Trained with dropout on: each worker's replica drew its own mask.
+  _assert_masks_are_per_replica([r["masks"][0] for r in results], [r["reference"][0] for r in results])
+
+
+def test_nonfinite_gradient_on_one_worker_stops_every_worker_before_saving(workers):
+  """Worker 1's gradient turns NaN from its 4th call: both workers stop; neither saves."""
+  results, out = workers
+  for index, result in enumerate(results):
+    folder = out / "poisoned" if index == 0 else out / "poisoned" / f".worker_{index}"
+    _assert_stopped_before_saving(result["poisoned"]["raised"], folder, 4)
