@@ -91,8 +91,9 @@ class Trainer:
       # computes the gradient in the same pass); the logits are never stored.
       decoder_output = self.model.decoder_output(batch, training=True)
       table = tf.convert_to_tensor(self.model.softmax.embeddings)
+      bias = getattr(self.model.softmax, "logits_bias", None)  # an imported model's
       loss_sum, _, _ = projected_cross_entropy(decoder_output, table, targets, hp.label_smoothing,
-                                               compact=not hp.xla_compile)
+                                               compact=not hp.xla_compile, bias=bias)
       loss = loss_sum / tf.maximum(global_tokens, 1.0)
       scaled = self.optimizer.scale_loss(loss) if hasattr(self.optimizer, "scale_loss") else loss
     grads = tape.gradient(scaled, self.model.trainable_variables)
