@@ -65,6 +65,7 @@ class ModelConfig:
   scale_embeddings: bool = True            # embeddings times sqrt(d_model) (paper section 3.4)
   decoder_start: str = "zeros"             # embedding of the start symbol (and of PAD): "zeros"
   #                                          (T2T, Marian) or "pad_embedding" (PAD's table row, HF)
+  never_predict_pad: bool = False          # decoding masks PAD's logit (Marian's softmax has no PAD)
 
   def __post_init__(self):
     self.validate()

@@ -7,6 +7,7 @@ this); skipped without it.
 
 import json
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -105,8 +106,8 @@ def test_directory_is_an_ordinary_step_0_model_directory(imported):
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-0")
   hparams = model_dir.read_model_dir(str(out))[1]
   assert (hparams.norm_type, hparams.ffn_activation, hparams.position_encoding,
-          hparams.decoder_start, hparams.layer_norm_epsilon) == (
-              "post", "swish", "sinusoid_paper_halves", "pad_embedding", 1e-5)
+          hparams.decoder_start, hparams.layer_norm_epsilon, hparams.never_predict_pad) == (
+              "post", "swish", "sinusoid_paper_halves", "pad_embedding", 1e-5, False)
   assert vocab.pieces[:3] == ["<pad>", "</s>", "<unk>"]  # t2t_lite's PAD, EOS, UNK ids
 
 
@@ -213,6 +214,42 @@ def test_greedy_and_beam_search_equal_generate(hf_model_dir, imported, num_beams
     assert better_than_stock == 3, better_than_stock
 
 
+def test_a_config_that_forbids_pad_decodes_without_pad(hf_model_dir, tmp_path):
+  """OPUS-MT's configs set bad_words_ids=[[pad]]: the import sets never_predict_pad, and greedy
+  search equals generate's with that setting, on a model whose PAD would otherwise win."""
+  folder, hf, tokenizer, vocab = hf_model_dir
+  forbidding = tmp_path / "forbidding"
+  shutil.copytree(folder, forbidding)
+  pad = hf.config.pad_token_id
+  batch = tokenizer(SOURCES, padding=True, return_tensors="pt")
+  original = hf.final_logits_bias.clone()
+  try:
+    with torch.no_grad():
+      hf.final_logits_bias[0, pad] += 6.0  # PAD competes with the real tokens
+      hf.save_pretrained(forbidding)
+      allowed = hf.generate(**batch, num_beams=1, max_new_tokens=25).tolist()
+      forbidden = hf.generate(**batch, num_beams=1, max_new_tokens=25, bad_words_ids=[[pad]])
+  finally:
+    with torch.no_grad():
+      hf.final_logits_bias.copy_(original)
+  assert sum(row[1:].count(pad) for row in allowed) > 3  # without the mask PAD is generated
+  config = json.loads((forbidding / "config.json").read_text())
+  (forbidding / "config.json").write_text(json.dumps({**config, "bad_words_ids": [[pad]]}))
+  out = tmp_path / "model"
+  assert importer.main([f"--source={forbidding}", f"--output_dir={out}"]) == 0
+  assert model_dir.read_model_dir(str(out))[1].never_predict_pad
+  _, model, _ = model_dir.restore_model(str(out))
+  ours_vocab = model_dir.load_vocab(str(out))
+  search = tf.function(make_search_fn(model, DecodeHParams(beam_size=1, extra_length=25), 1024))
+  sources = [ours_vocab.encode(s) + [EOS_ID] for s in SOURCES]
+  padded = np.array([s + [PAD_ID] * (max(map(len, sources)) - len(s)) for s in sources], np.int32)
+  ids = search(tf.constant(padded))[0].numpy()
+  index = {piece: i for i, piece in enumerate(ours_vocab.pieces)}
+  for row, sequence in enumerate(forbidden.tolist()):
+    expected = until_eos([index[vocab[i]] for i in sequence[1:]], 25)
+    assert until_eos(ids[row, 0], 25) == expected and PAD_ID not in expected
+
+
 @pytest.fixture(scope="module")
 def decoded(imported, hf_model_dir, tmp_path_factory):
   folder = tmp_path_factory.mktemp("decode")
@@ -221,7 +258,7 @@ def decoded(imported, hf_model_dir, tmp_path_factory):
   output = folder / "output.de"
   assert decoder.main([f"--output_dir={imported[0]}", f"--decode_from_file={source}",
                        f"--decode_to_file={output}",
-                       "--decode_hparams=beam_size=4,alpha=0.0,extra_length=30"]) == 0
+                       "--decode_hparams=beam_size=4,alpha=0.0,extra_length=30,xla=false"]) == 0
   return output.read_text(encoding="utf-8").split("\n")[:-1]
 
 
@@ -242,7 +279,7 @@ def test_decoder_translates_as_generate(decoded, hf_model_dir):
 
 def test_exported_saved_model_translates_as_the_decoder(imported, decoded, tmp_path):
   assert exporter.main([f"--output_dir={imported[0]}", f"--export_dir={tmp_path}", "--version=1",
-                        "--decode_hparams=beam_size=4,alpha=0.0,extra_length=30"]) == 0
+                        "--decode_hparams=beam_size=4,alpha=0.0,extra_length=30,xla=false"]) == 0
   serve = tf.saved_model.load(str(tmp_path / "1")).signatures["serving_default"]
   translations = serve(text=tf.constant(SOURCES))["translations"].numpy()
   assert [t.decode("utf-8") for t in translations] == decoded
@@ -252,13 +289,12 @@ def test_rerunning_the_trainer_fine_tunes_the_imported_model(imported, hf_model_
                                                              tmp_path):
   """The imported directory is a step-0 training directory: the trainer resumes it with its own
   hparams and vocabulary (no --hparams, no vocabulary built) and trains a few steps."""
-  import shutil
   out = tmp_path / "fine_tuned"
   shutil.copytree(imported[0], out)
   before = {path: np.array(v) for path, v in model_dir.checkpointable(imported[1]).items()}
   assert trainer.main(["--problem=translate_ende_multi30k", f"--raw_data_dir={multi30k_slice}",
                        f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=3",
-                       "--eval_steps=1", "--no_eval_bleu", "--save_checkpoints_steps=3"]) == 0
+                       "--eval_steps=0", "--save_checkpoints_steps=3"]) == 0
   assert not (tmp_path / "data").exists() or not any((tmp_path / "data").glob("vocab.*"))
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-3")
   _, tuned, _ = model_dir.restore_model(str(out))
@@ -299,8 +335,8 @@ def test_marian_release_layout_gives_the_same_model(hf_model_dir, imported, tmp_
   out = tmp_path / "from_release"
   assert importer.main([f"--source={release}", f"--output_dir={out}"]) == 0
   hparams = model_dir.read_model_dir(str(out))[1]
-  assert (hparams.position_encoding, hparams.layer_norm_epsilon, hparams.decoder_start) == (
-      "sinusoid", 1e-6, "zeros")
+  assert (hparams.position_encoding, hparams.layer_norm_epsilon, hparams.decoder_start,
+          hparams.never_predict_pad) == ("sinusoid", 1e-6, "zeros", True)
   _, model, _ = model_dir.restore_model(str(out))
   theirs = model_dir.checkpointable(model)
   for path, variable in model_dir.checkpointable(imported[1]).items():

@@ -166,6 +166,18 @@ def test_imported_model_switches_keep_cached_decoding_equal_to_teacher_forcing(s
                              atol=1e-4)
 
 
+def test_never_predict_pad_masks_pad_only_when_decoding():
+  """never_predict_pad: decode_step's PAD logit is -1e9, every other logit as before; teacher
+  forcing (training) keeps PAD's logit."""
+  model = randomize(tiny_model())
+  masked = tiny_model(never_predict_pad=True)
+  masked.set_weights(model.get_weights())
+  steps, masked_steps = (decode_teacher_forced(m, SOURCE, TARGETS) for m in (model, masked))
+  assert np.all(masked_steps[..., 0] == -1e9)
+  np.testing.assert_array_equal(masked_steps[..., 1:], steps[..., 1:])
+  np.testing.assert_array_equal(logits_of(masked), logits_of(model))
+
+
 def test_decoder_start_pad_embedding_uses_pads_row():
   """decoder_start="zeros": the start symbol (id 0) embeds to zeros (T2T, Marian);
   "pad_embedding": to row 0 of the table (Hugging Face's Marian models start from PAD's row)."""

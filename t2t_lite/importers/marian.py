@@ -14,6 +14,8 @@ Hugging Face's port the paper's frequencies in the same [sin | cos] halves
 ("sinusoid_paper_halves"). Each layout gets the encoding and LayerNorm epsilon of the code that
 runs it (Hugging Face: 1e-5; Marian: 1e-6), so an import reproduces that code's outputs;
 `hparams_overrides="position_encoding=sinusoid"` runs a Hugging Face download as Marian would.
+Decoding never predicts PAD (`never_predict_pad`) where the model's softmax had none: always for
+Marian's files, for Hugging Face's where the config forbids it (`bad_words_ids`, as OPUS-MT's do).
 
 Ids: t2t_lite's PAD=0, EOS=1, UNK=2 (`t2t_lite.token_ids`); the embedding rows (and logits bias)
 are permuted from Marian's order (`</s>`=0, `<unk>`=1, `<pad>` last, added by Hugging Face's
@@ -136,10 +138,10 @@ def read_hugging_face(folder, names):
       layer_prepostprocess_dropout=float(hf.get("dropout", 0.1)),
       attention_dropout=float(hf.get("attention_dropout", 0.0)),
       relu_dropout=float(hf.get("activation_dropout", 0.0)),
-      # What Hugging Face's MarianMTModel computes: torch's LayerNorm epsilon, its sinusoid, and
-      # the decoder starting from PAD's embedding row.
+      # What Hugging Face's MarianMTModel computes: torch's LayerNorm epsilon, its sinusoid, the
+      # decoder starting from PAD's embedding row, and (OPUS-MT's configs) never generating PAD.
       layer_norm_epsilon=1e-5, position_encoding="sinusoid_paper_halves",
-      decoder_start="pad_embedding")
+      decoder_start="pad_embedding", never_predict_pad=forbids_pad(folder, names, hf))
   if "model.safetensors" in names or "model.safetensors.index.json" in names:
     weights = arrays.read_safetensors(os.path.join(folder, "model.safetensors" if "model.safetensors"
                                                    in names else "model.safetensors.index.json"))
@@ -199,10 +201,23 @@ def read_marian(folder, names):
       scale_embeddings=True, layer_prepostprocess_dropout=float(marian.get("transformer-dropout", 0.1)),
       attention_dropout=float(marian.get("transformer-dropout-attention", 0.0)),
       relu_dropout=float(marian.get("transformer-dropout-ffn", 0.0)),
-      # What Marian's C++ computes: LayerNorm epsilon 1e-6, T2T's sinusoid, a zero start vector.
-      layer_norm_epsilon=1e-6, position_encoding="sinusoid", decoder_start="zeros")
+      # What Marian's C++ computes: LayerNorm epsilon 1e-6, T2T's sinusoid, a zero start vector,
+      # a softmax without PAD (Marian has none).
+      layer_norm_epsilon=1e-6, position_encoding="sinusoid", decoder_start="zeros",
+      never_predict_pad=True)
   specials = (len(pieces) - 1, ids.get("</s>"), ids.get("<unk>"))
   return config, weights, order_specials(pieces, specials, folder)
+
+
+def forbids_pad(folder, names, hf):
+  """Whether Hugging Face's generation never emits PAD (`bad_words_ids` holding `[pad]`, as
+  every OPUS-MT config has: Marian's softmax had no PAD)."""
+  generation = {}
+  if "generation_config.json" in names:
+    with open(os.path.join(folder, "generation_config.json"), encoding="utf-8") as f:
+      generation = json.load(f)
+  pad = hf.get("pad_token_id")
+  return any([pad] in (source.get("bad_words_ids") or []) for source in (hf, generation))
 
 
 def refuse(folder, problems):

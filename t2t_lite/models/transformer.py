@@ -46,7 +46,9 @@ class Transformer(keras.Model):
       the switches of imported models (all off in T2T's sets): attention_bias, ffn_activation,
       logits_bias, scale_embeddings, decoder_start ("zeros": the start symbol and PAD embed to
       zeros, as T2T's `shift_right_3d` and Marian do; "pad_embedding": to PAD's row of the table,
-      as Hugging Face's Marian models do). Stored as `self.config` (its architecture part only).
+      as Hugging Face's Marian models do), never_predict_pad (decode_step gives PAD a logit of
+      -1e9: an imported Marian model's PAD row was added by the conversion, Marian's softmax has
+      no PAD). Stored as `self.config` (its architecture part only).
     vocab_size: V, the shared source/target vocabulary (ids as `t2t_lite.token_ids`).
     **kwargs: standard `keras.Model` arguments (name, dtype, ...).
 
@@ -220,6 +222,8 @@ class Transformer(keras.Model):
     x, decoder_cache = self.decoder(x, memory_padding_mask=cache["source_mask"],
                                     cache=cache["decoder"], step=step, training=training)
     logits = self.softmax(x, reverse=True, transposed_table=output_projection)[:, 0, :]  # [B, V]
+    if self.config.never_predict_pad:  # a select, not an add: see FeedForward
+      logits = ops.where(ops.arange(self.vocab_size) == PAD_ID, -1e9, logits)
     return logits, {"source_mask": cache["source_mask"], "decoder": decoder_cache}
 
   # Attention pictures (paper figures 3-5).
