@@ -158,6 +158,9 @@ class VocabProblem(Problem):
   def default_decode_hparams(self):
     return self.base.default_decode_hparams()
 
+  def decode_constraint(self, vocab):
+    return self.base.decode_constraint(vocab)
+
 
 def _swap(example):
   return {"inputs": example["targets"], "targets": example["inputs"]}

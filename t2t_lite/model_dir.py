@@ -147,7 +147,10 @@ def load_vocab(output_dir: str):
 
 
 def find_problem(problem_name: str) -> Problem | None:
-  """The model's problem, or None (with a warning) if its registration is not loaded here."""
+  """The model's problem, or None (with a warning) if its registration is not loaded here; None
+  without a warning for a model that records none (an imported one)."""
+  if not problem_name:
+    return None
   try:
     return get_problem(problem_name)
   except registry.RegistryError:
