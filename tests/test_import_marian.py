@@ -291,7 +291,7 @@ def test_rerunning_the_trainer_fine_tunes_the_imported_model(imported, hf_model_
   hparams and vocabulary (no --hparams, no vocabulary built) and trains a few steps."""
   out = tmp_path / "fine_tuned"
   shutil.copytree(imported[0], out)
-  before = {path: np.array(v) for path, v in model_dir.checkpointable(imported[1]).items()}
+  before = {path: v.numpy() for path, v in model_dir.checkpointable(imported[1]).items()}
   assert trainer.main(["--problem=translate_ende_multi30k", f"--raw_data_dir={multi30k_slice}",
                        f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=3",
                        "--eval_steps=0", "--save_checkpoints_steps=3"]) == 0
@@ -299,7 +299,7 @@ def test_rerunning_the_trainer_fine_tunes_the_imported_model(imported, hf_model_
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-3")
   _, tuned, _ = model_dir.restore_model(str(out))
   changed = [path for path, v in model_dir.checkpointable(tuned).items()
-             if not np.array_equal(np.array(v), before[path])]
+             if not np.array_equal(v.numpy(), before[path])]
   assert "shared_embedding/logits_bias" in changed and len(changed) == len(before)
   assert model_dir.read_model_dir(str(out))[1] == model_dir.read_model_dir(str(imported[0]))[1]
 
@@ -340,12 +340,10 @@ def test_marian_release_layout_gives_the_same_model(hf_model_dir, imported, tmp_
   _, model, _ = model_dir.restore_model(str(out))
   theirs = model_dir.checkpointable(model)
   for path, variable in model_dir.checkpointable(imported[1]).items():
-    expected = np.array(variable)
+    expected, got = variable.numpy(), theirs[path].numpy()
     if path.startswith("shared_embedding"):  # Marian has no <pad>: a zero row, a zero bias
-      assert not np.array(theirs[path])[PAD_ID].any()
-      expected, got = expected[1:], np.array(theirs[path])[1:]
-    else:
-      got = np.array(theirs[path])
+      assert not got[PAD_ID].any()
+      expected, got = expected[1:], got[1:]
     np.testing.assert_allclose(got, expected, atol=1e-6, err_msg=path)
 
 
