@@ -17,7 +17,13 @@ layers' `get_config()` and Keras serialization all follow from the field.
 import dataclasses
 
 NORM_TYPES = ("pre", "post")
-POSITION_ENCODINGS = ("sinusoid", "learned")
+# "sinusoid": T2T's `get_timing_signal_1d`, which Marian's C++ also computes: [sin | cos] halves,
+# timescales 1..1e4 spaced with `num_timescales - 1`. "sinusoid_paper": the paper's formula,
+# sin/cos interleaved at 10000^(2i/d). "sinusoid_paper_halves": the paper's frequencies in
+# [sin | cos] halves (Hugging Face's MarianSinusoidalPositionalEmbedding). "learned": Table 3 row E.
+POSITION_ENCODINGS = ("sinusoid", "sinusoid_paper", "sinusoid_paper_halves", "learned")
+FFN_ACTIVATIONS = ("relu", "swish")
+DECODER_STARTS = ("zeros", "pad_embedding")
 
 
 def check(condition: bool, message: str) -> None:
@@ -45,13 +51,21 @@ class ModelConfig:
   layer_prepostprocess_dropout: float = 0.1  # residual and embedding dropout (P_drop)
   attention_dropout: float = 0.1
   relu_dropout: float = 0.1
-  position_encoding: str = "sinusoid"      # "sinusoid" or "learned" (Table 3 row E)
+  position_encoding: str = "sinusoid"      # see POSITION_ENCODINGS; "learned": Table 3 row E
   max_position: int = 1024                 # longest position the model can see
   # T2T's embedding sharing: one matrix for the source and target embeddings and the pre-softmax
   # projection (the paper, section 3.4), or, when false, a softmax matrix of its own and
   # source/target embeddings apart unless `shared_embedding`.
   shared_embedding_and_softmax_weights: bool = True
   shared_embedding: bool = False           # with the above false: source and target share one
+  # Switches of imported checkpoints (t2t-lite-import); the defaults are T2T's model.
+  attention_bias: bool = False             # biases on the Q/K/V and output projections (Marian)
+  ffn_activation: str = "relu"             # "relu" (the paper) or "swish" (x * sigmoid(x), Marian)
+  logits_bias: bool = False                # a [V] bias added to the pre-softmax projection
+  scale_embeddings: bool = True            # embeddings times sqrt(d_model) (paper section 3.4)
+  decoder_start: str = "zeros"             # embedding of the start symbol (and of PAD): "zeros"
+  #                                          (T2T, Marian) or "pad_embedding" (PAD's table row, HF)
+  never_predict_pad: bool = False          # decoding masks PAD's logit (Marian's softmax has no PAD)
 
   def __post_init__(self):
     self.validate()
@@ -60,8 +74,10 @@ class ModelConfig:
     """Checks every architecture field; a subclass adds its own fields' checks after these."""
     check(self.norm_type in NORM_TYPES,
           f"norm_type must be 'pre' or 'post', got {self.norm_type!r}")
-    check(self.position_encoding in POSITION_ENCODINGS,
-          f"position_encoding must be 'sinusoid' or 'learned', got {self.position_encoding!r}")
+    for name, choices in (("position_encoding", POSITION_ENCODINGS),
+                          ("ffn_activation", FFN_ACTIVATIONS), ("decoder_start", DECODER_STARTS)):
+      check(getattr(self, name) in choices,
+            f"{name} must be one of {', '.join(choices)}, got {getattr(self, name)!r}")
     for name in ("hidden_size", "filter_size", "num_heads", "num_encoder_layers",
                  "num_decoder_layers", "max_position"):
       value = getattr(self, name)

@@ -6,7 +6,7 @@
 """
 
 from t2t_lite.problems.base import (  # noqa: F401
-    Problem, ReversedProblem, get_problem, import_usr_dir)
+    Problem, ReversedProblem, VocabProblem, get_problem, import_usr_dir)
 from t2t_lite.problems.translation import (  # noqa: F401
     TfdsTranslateProblem, TranslateProblem)
 from t2t_lite.problems import algorithmic, parsing, translation  # noqa: F401  (registers the problems)

@@ -146,6 +146,33 @@ class ReversedProblem(Problem):
     return self.base.default_decode_hparams()
 
 
+class VocabProblem(Problem):
+  """`base` with another vocabulary: a trained or imported model's own, so a run in its model
+  directory (resuming, fine-tuning) tokenizes the data into that model's ids instead of
+  building the problem's vocabulary."""
+
+  def __init__(self, base, vocab):
+    super().__init__(raw_data_dir=base.raw_data_dir)
+    self.base, self.vocab = base, vocab
+    self._name = base.name
+    self.source_language, self.target_language = base.source_language, base.target_language
+
+  def get_vocab(self, data_dir):
+    return self.vocab
+
+  def text_dataset(self, split, data_dir):
+    return self.base.text_dataset(split, data_dir)
+
+  def text_pairs(self, split, data_dir):
+    return self.base.text_pairs(split, data_dir)
+
+  def default_decode_hparams(self):
+    return self.base.default_decode_hparams()
+
+  def decode_constraint(self, vocab):
+    return self.base.decode_constraint(vocab)
+
+
 def _swap(example):
   return {"inputs": example["targets"], "targets": example["inputs"]}
 

@@ -26,7 +26,7 @@ from t2t_lite import models  # noqa: F401  (registers the models in registry.mod
 from t2t_lite import registry
 from t2t_lite.data import vocab as vocab_lib
 from t2t_lite.hparams import DecodeHParams, HParams
-from t2t_lite.problems import Problem, get_problem
+from t2t_lite.problems import Problem, VocabProblem, get_problem
 
 HPARAMS_FILE = "hparams.json"
 FLAGS_FILE = "flags.txt"
@@ -109,6 +109,21 @@ def read_model_dir(output_dir: str) -> tuple[str, HParams]:
   return record["problem"], HParams.from_json(json.dumps(record["hparams"]))
 
 
+def saved_hparams(output_dir: str) -> HParams | None:
+  """The hparams recorded in `output_dir`, or None when it holds no model yet."""
+  if not os.path.exists(os.path.join(output_dir, HPARAMS_FILE)):
+    return None
+  return read_model_dir(output_dir)[1]
+
+
+def with_saved_vocab(problem: Problem, output_dir: str) -> Problem:
+  """`problem` tokenized with the vocabulary saved in `output_dir` when there is one (a run in a
+  trained or imported model's directory keeps that model's ids), else `problem` itself."""
+  if not os.path.exists(os.path.join(output_dir, VOCAB_FILE)):
+    return problem
+  return VocabProblem(problem, vocab_lib.SubwordVocab.from_file(os.path.join(output_dir, VOCAB_FILE)))
+
+
 def write_vocab(output_dir: str, vocab) -> None:
   """Saves the vocabulary as `vocab.model` (once), so the directory is self-contained."""
   path = os.path.join(output_dir, VOCAB_FILE)
@@ -132,7 +147,10 @@ def load_vocab(output_dir: str):
 
 
 def find_problem(problem_name: str) -> Problem | None:
-  """The model's problem, or None (with a warning) if its registration is not loaded here."""
+  """The model's problem, or None (with a warning) if its registration is not loaded here; None
+  without a warning for a model that records none (an imported one)."""
+  if not problem_name:
+    return None
   try:
     return get_problem(problem_name)
   except registry.RegistryError:

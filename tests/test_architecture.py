@@ -20,7 +20,7 @@ LAYERS = (
     ("t2t_lite.layers",),
     ("t2t_lite.models",),
     ("t2t_lite.model_dir",),       # builds, restores and describes a trained model's folder
-    ("t2t_lite.training",),
+    ("t2t_lite.training", "t2t_lite.importers"),  # importers write a model dir at step 0
     ("t2t_lite.decoding",),
     ("t2t_lite.export",),
     ("t2t_lite.bin",),             # the commands

@@ -64,8 +64,9 @@ def attention_weights_np(layer):
 
 
 def np_ffn(x, layer):
-  """max(0, x W1 + b1) W2 + b2."""
-  hidden = np.maximum(0, x @ to_np(layer.kernel_1) + to_np(layer.bias_1))
+  """max(0, x W1 + b1) W2 + b2 (swish: h * sigmoid(h) in place of max(0, h))."""
+  hidden = x @ to_np(layer.kernel_1) + to_np(layer.bias_1)
+  hidden = hidden / (1 + np.exp(-hidden)) if layer.activation == "swish" else np.maximum(0, hidden)
   return hidden @ to_np(layer.kernel_2) + to_np(layer.bias_2)
 
 
@@ -91,6 +92,18 @@ def np_timing_signal(positions, channels, min_timescale=1.0, max_timescale=1e4, 
       else:  # the paper: PE(pos, 2i) = sin, PE(pos, 2i + 1) = cos
         signal[row, 2 * i], signal[row, 2 * i + 1] = (math.sin(pos / timescale),
                                                       math.cos(pos / timescale))
+  return signal
+
+
+def np_paper_signal(positions, channels, interleave):
+  """The paper's PE(pos, 2i) = sin(pos / 10000^(2i/d)), PE(pos, 2i+1) = cos(...), element by
+  element; `interleave=False` puts the sines first (Hugging Face's Marian: `create_weight`)."""
+  signal = np.zeros((len(positions), channels))
+  for row, pos in enumerate(positions):
+    for i in range(channels // 2):
+      angle = pos / 10000 ** (2 * i / channels)
+      sin_at, cos_at = (2 * i, 2 * i + 1) if interleave else (i, channels // 2 + i)
+      signal[row, sin_at], signal[row, cos_at] = math.sin(angle), math.cos(angle)
   return signal
 
 
@@ -158,6 +171,32 @@ def test_attention_has_no_biases_and_fused_kernels():
   cross = MultiHeadAttention(num_heads=4, self_attention=False)
   cross(random_array(1, 3, D), random_array(1, 4, 6))
   assert [tuple(w.shape) for w in cross.weights] == [(D, D), (6, 2 * D), (D, D)]
+
+
+@pytest.mark.parametrize("self_attention", [True, False])
+def test_attention_biases_match_numpy(self_attention):
+  """use_bias (Marian): x W + b for Q, K, V and the output, fused like the kernels."""
+  layer = MultiHeadAttention(num_heads=4, self_attention=self_attention, use_bias=True)
+  query, memory = random_array(B, TQ, D), random_array(B, TK, D, seed=1)
+  run_layer_test(MultiHeadAttention, dict(num_heads=4, self_attention=self_attention, use_bias=True),
+                 inputs=(query,) if self_attention else (query, memory),
+                 expected_output_shape=(B, TQ, D),
+                 expected_num_trainable_weights=4 if self_attention else 6)
+  layer(query, None if self_attention else memory)
+  for seed, weight in enumerate(layer.weights):  # non-zero biases, so they are tested too
+    weight.assign(random_array(*weight.shape, seed=10 + seed) * 0.3)
+  wq, wk, wv, wo = attention_weights_np(layer)
+  biases = ([to_np(layer.qkv_bias)] if self_attention else
+            [to_np(layer.q_bias), to_np(layer.kv_bias)])
+  bq, bk, bv = np.split(np.concatenate(biases), [D, 2 * D])
+  # x W + b == [x, 1] [W; b]: the numpy reference on inputs with a ones column.
+  with_one = lambda x: np.concatenate([x, np.ones(x.shape[:-1] + (1,), "float32")], -1)
+  with_bias = lambda w, b: np.concatenate([w, b[None]])
+  keys = query if self_attention else memory
+  expected, _ = np_attention(with_one(query), with_one(keys), with_bias(wq, bq), with_bias(wk, bk),
+                             with_bias(wv, bv), wo, 4)
+  got = layer(query, None if self_attention else memory)
+  np.testing.assert_allclose(to_np(got), expected + to_np(layer.output_bias), atol=1e-4)
 
 
 def test_self_attention_cache_matches_full_causal_attention():
@@ -233,6 +272,26 @@ def test_feed_forward_matches_numpy():
   assert [tuple(w.shape) for w in layer.weights] == [(D, 32), (32,), (32, D), (D,)]
 
 
+def test_swish_feed_forward_matches_numpy_at_any_batch():
+  """activation="swish" (Marian): x * sigmoid(x), on many rows and on the one-row decoding path."""
+  run_layer_test(FeedForward, dict(filter_size=24, activation="swish"),
+                 inputs=(random_array(B, TQ, D),), expected_output_shape=(B, TQ, D),
+                 expected_num_trainable_weights=4)
+  layer = FeedForward(filter_size=32, activation="swish")
+  x = random_array(3, D, seed=1)
+  layer(x)
+  layer.bias_1.assign(random_array(32, seed=3))
+  layer.bias_2.assign(random_array(D, seed=4))
+  expected = np_ffn(x, layer)
+  layer.activation = "relu"
+  assert not np.allclose(expected, np_ffn(x, layer), atol=1e-2)  # swish is not relu here
+  layer.activation = "swish"
+  np.testing.assert_allclose(to_np(layer(x, training=False)), expected, atol=1e-5)
+  np.testing.assert_allclose(to_np(layer(x[:1], training=False)), expected[:1], atol=1e-5)
+  with pytest.raises(ValueError, match="activation"):
+    FeedForward(8, activation="gelu")
+
+
 def test_feed_forward_at_one_row_matches_numpy():
   """One row at inference (a batch-1 decoding step) moves the biases past the products
   (max(h, -b1) + b1, h - (-b2)); it is the same function, with pre-activations of both signs."""
@@ -280,6 +339,33 @@ def test_sinusoid_layouts_are_a_channel_permutation():
   np.testing.assert_allclose(interleave, concat[:, [0, 4, 1, 5, 2, 6, 3, 7]], atol=1e-6)
 
 
+@pytest.mark.parametrize("interleave", [True, False])
+def test_sinusoid_paper_frequencies_match_the_papers_formula(interleave):
+  """frequencies="paper": 10000^(2i/d), interleaved (the paper) or in halves (Hugging Face's
+  Marian models), against the formula written element by element."""
+  layer = SinusoidalPositionEncoding(frequencies="paper",
+                                     layout="interleave" if interleave else "concat")
+  x = np.zeros((1, 60, 32), "float32")
+  expected = np_paper_signal(range(60), 32, interleave)
+  np.testing.assert_allclose(to_np(layer(x))[0], expected, atol=2e-5)
+  np.testing.assert_allclose(to_np(layer(x[:, :1], start_index=41))[0, 0], expected[41], atol=2e-5)
+  with pytest.raises(ValueError, match="frequencies"):
+    SinusoidalPositionEncoding(frequencies="marian")
+
+
+def test_t2t_and_paper_sinusoids_differ_more_with_position():
+  """T2T's spacing (Marian's too) is not the paper's: at d = 512 the two signals differ by 0.013
+  within the first 10 positions, 0.142 within 100 and 0.284 within 200 (README, "The model"),
+  in either layout (the interleaved T2T signal is not the paper's formula)."""
+  x = np.zeros((1, 200, 512), "float32")
+  for layout in ("concat", "interleave"):
+    t2t = to_np(SinusoidalPositionEncoding(layout=layout)(x))[0]
+    paper = to_np(SinusoidalPositionEncoding(frequencies="paper", layout=layout)(x))[0]
+    differences = [np.abs(t2t[:n] - paper[:n]).max() for n in (10, 100, 200)]
+    np.testing.assert_allclose(differences, [0.0129, 0.1423, 0.2841], atol=2e-3)
+  np.testing.assert_allclose(paper, np_paper_signal(range(200), 512, interleave=True), atol=1e-4)
+
+
 def test_learned_position_embedding_rows():
   layer = LearnedPositionEmbedding(max_position=12)
   x = np.zeros((B, 5, D), "float32")
@@ -322,6 +408,25 @@ def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
   np.testing.assert_allclose(to_np(reused), x @ table.T, atol=1e-4)
   no_zero = SharedEmbedding(vocab_size=10, hidden_size=4, zero_pad=False)
   assert np.any(to_np(no_zero(np.array([0]))) != 0)
+
+
+def test_shared_embedding_without_scale_and_with_a_logits_bias():
+  """scale=False: E[ids] as they are; logits_bias=True: x E^T + b (Marian's output layer)."""
+  run_layer_test(SharedEmbedding, dict(vocab_size=11, hidden_size=D, logits_bias=True),
+                 inputs=(random_array(B, TQ, D),), call_kwargs=dict(reverse=True),
+                 expected_output_shape=(B, TQ, 11), expected_num_trainable_weights=2,
+                 mixed_precision_output_dtype="float32")
+  layer = SharedEmbedding(vocab_size=11, hidden_size=D, scale=False, logits_bias=True)
+  ids = np.array([[5, 3, 0]])
+  embedded = to_np(layer(ids))
+  table = to_np(layer.embeddings)
+  np.testing.assert_allclose(embedded[0, :2], table[[5, 3]], rtol=1e-6)
+  bias = random_array(11, seed=2)
+  layer.logits_bias.assign(bias)
+  x = random_array(2, 1, D)
+  np.testing.assert_allclose(to_np(layer(x, reverse=True)), x @ table.T + bias, atol=1e-5)
+  reused = layer(x, reverse=True, transposed_table=layer.transposed_table())
+  np.testing.assert_allclose(to_np(reused), x @ table.T + bias, atol=1e-5)
   with pytest.raises(ValueError, match="integer"):
     layer(np.array([1.0, 2.0]))
 

@@ -148,6 +148,33 @@ def test_projected_loss_and_gradients_equal_projection_then_reference(compact, j
   np.testing.assert_array_equal(ops.convert_to_numpy(actual[3])[0, 3:], 0.0)
 
 
+@pytest.mark.parametrize("compact", [True, False])
+def test_projected_loss_with_a_logits_bias_equals_the_reference(compact):
+  """`bias` (an imported model's logits bias): the loss of `features @ table^T + bias` and its
+  gradients in features, table and bias, against autodiff through the reference."""
+  import tensorflow as tf
+  from t2t_lite.training.loss import projected_cross_entropy
+  rng = np.random.RandomState(2)
+  features = tf.constant(rng.normal(size=(2, 4, 8)).astype("float32"))
+  table = tf.constant(rng.normal(size=(13, 8)).astype("float32"))
+  bias = tf.Variable(rng.normal(size=(13,)).astype("float32"))
+  targets = tf.constant([[4, 2, 12, 0], [1, 3, 5, 7]], tf.int32)
+
+  def values_and_grads(loss_fn):
+    with tf.GradientTape() as tape:
+      tape.watch([features, table])
+      loss, _, nll = loss_fn()
+    return (loss, nll) + tuple(tape.gradient(loss, [features, table, bias]))
+
+  expected = values_and_grads(lambda: smoothed_cross_entropy(
+      tf.matmul(features, table, transpose_b=True) + bias, targets, 0.1))
+  actual = values_and_grads(lambda: projected_cross_entropy(
+      features, table, targets, 0.1, compact=compact, row_multiple=4, bias=bias))
+  for a, e in zip(actual, expected):
+    np.testing.assert_allclose(ops.convert_to_numpy(a), ops.convert_to_numpy(e), rtol=1e-4, atol=1e-5)
+  assert np.abs(ops.convert_to_numpy(actual[-1])).max() > 1e-3  # the bias gets a real gradient
+
+
 def test_projected_loss_under_float16_features_and_changing_shapes():
   import tensorflow as tf
   from t2t_lite.training.loss import projected_cross_entropy

@@ -145,6 +145,51 @@ def test_cached_decode_steps_equal_teacher_forced_call(norm_type, position_encod
                              atol=1e-4)
 
 
+MARIAN_SWITCHES = dict(norm_type="post", attention_bias=True, ffn_activation="swish",
+                      logits_bias=True, position_encoding="sinusoid_paper_halves",
+                      decoder_start="pad_embedding", layer_norm_epsilon=1e-5)
+
+
+def randomize(model, seed=0):
+  """Every weight random (biases and PAD's row too), so every switch changes the outputs."""
+  rng = np.random.RandomState(seed)
+  for weight in model.weights:
+    weight.assign(rng.normal(scale=0.3, size=weight.shape).astype("float32"))
+  return model
+
+
+@pytest.mark.parametrize("switches", [MARIAN_SWITCHES, dict(scale_embeddings=False,
+                                                            position_encoding="sinusoid_paper")])
+def test_imported_model_switches_keep_cached_decoding_equal_to_teacher_forcing(switches):
+  model = randomize(tiny_model(**switches))
+  np.testing.assert_allclose(decode_teacher_forced(model, SOURCE, TARGETS), logits_of(model),
+                             atol=1e-4)
+
+
+def test_never_predict_pad_masks_pad_only_when_decoding():
+  """never_predict_pad: decode_step's PAD logit is -1e9, every other logit as before; teacher
+  forcing (training) keeps PAD's logit."""
+  model = randomize(tiny_model())
+  masked = tiny_model(never_predict_pad=True)
+  masked.set_weights(model.get_weights())
+  steps, masked_steps = (decode_teacher_forced(m, SOURCE, TARGETS) for m in (model, masked))
+  assert np.all(masked_steps[..., 0] == -1e9)
+  np.testing.assert_array_equal(masked_steps[..., 1:], steps[..., 1:])
+  np.testing.assert_array_equal(logits_of(masked), logits_of(model))
+
+
+def test_decoder_start_pad_embedding_uses_pads_row():
+  """decoder_start="zeros": the start symbol (id 0) embeds to zeros (T2T, Marian);
+  "pad_embedding": to row 0 of the table (Hugging Face's Marian models start from PAD's row)."""
+  zeros, row = tiny_model(), tiny_model(decoder_start="pad_embedding")
+  row.set_weights(randomize(zeros).get_weights())
+  start = np.zeros((1, 1), "int32")
+  assert np.all(to_np(zeros.embedding(start)) == 0)
+  np.testing.assert_allclose(to_np(row.embedding(start))[0, 0],
+                             to_np(row.embedding.embeddings)[0] * TINY.hidden_size ** 0.5, rtol=1e-6)
+  assert np.abs(logits_of(zeros) - logits_of(row)).max() > 0.1
+
+
 def test_cache_layout_has_batch_first():
   model = tiny_model(attention_value_channels=8)
   memory, source_mask = model.encode(SOURCE)
@@ -275,6 +320,15 @@ def test_variable_paths_are_the_checkpoint_names():
   expected = (["shared_embedding/embeddings", "position/embeddings"]
               + [f"encoder/layer_0/{path}" for path in encoder_layer] + norm("encoder/final_norm")
               + [f"decoder/layer_0/{path}" for path in decoder_layer] + norm("decoder/final_norm"))
+  assert sorted(v.path.split("/", 1)[1] for v in model.weights) == sorted(expected)
+  # The imported models' biases come as variables of their own; the paths above are unchanged.
+  model = tiny_model(num_encoder_layers=1, num_decoder_layers=1, position_encoding="learned",
+                     attention_bias=True, logits_bias=True)
+  biases = ["self_attention/qkv_bias", "self_attention/output_bias"]
+  decoder_biases = biases + ["encdec_attention/q_bias", "encdec_attention/kv_bias",
+                             "encdec_attention/output_bias"]
+  expected += (["shared_embedding/logits_bias"] + [f"encoder/layer_0/{path}" for path in biases]
+               + [f"decoder/layer_0/{path}" for path in decoder_biases])
   assert sorted(v.path.split("/", 1)[1] for v in model.weights) == sorted(expected)
 
 

@@ -128,6 +128,11 @@ def main(argv=None):
     model = registry.models.canonical(args.model)
     problem = common.get_problem(args)
     hparams = common.resolve_hparams(args.hparams, args.hparams_set)
+    if not args.overwrite_output_dir:  # a run in a model directory (resuming, or fine-tuning an
+      # imported model) keeps its vocabulary and, without --hparams, its recorded hparams
+      problem = model_dir.with_saved_vocab(problem, args.output_dir)
+      if not (args.hparams or args.hparams_set):
+        hparams = model_dir.saved_hparams(args.output_dir) or hparams
     if args.random_seed is not None:
       hparams = hparams.replace(seed=args.random_seed)
     if args.xla_compile:

@@ -51,8 +51,9 @@ def tokenize(dataset, vocab):
   CHUNK_SIZE pairs as int32 RaggedTensors [N, (len)], no EOS yet, order kept.
   """
 
-  def tokenize_chunk(chunk):
-    return {key: vocab.tokenize(chunk[key]) for key in FEATURES}
+  def tokenize_chunk(chunk):  # the target side may have a tokenizer of its own (PairedSubwordVocab)
+    return {"inputs": vocab.tokenize(chunk["inputs"]),
+            "targets": vocab.tokenize_targets(chunk["targets"])}
 
   return dataset.batch(CHUNK_SIZE).map(tokenize_chunk, num_parallel_calls=tf.data.AUTOTUNE,
                                        deterministic=True)

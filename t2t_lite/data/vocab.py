@@ -17,11 +17,18 @@ vocabulary of about 37000 tokens") and T2T. It is a SentencePiece BPE model, tra
 Ids: `t2t_lite.token_ids` (PAD=0, EOS=1, UNK=2, no BOS: T2T's convention; sentencepiece pad_id=0,
 eos_id=1, unk_id=2, bos_id=-1). `tokenize` never adds EOS: the pipeline appends it.
 
+Imported Marian (OPUS-MT) models come with one SentencePiece model per language and one id space
+shared by both (`PairedSubwordVocab`): sources are split by the source model, targets by the
+target model, and both sides' pieces are looked up in the shared vocabulary, in the graph too.
+Every vocabulary has `tokenize` / `encode` (sources), `tokenize_targets` / `encode_targets`
+and `detokenize` / `decode` (targets).
+
 Training is deterministic: the text is sampled with a seeded reservoir (so a 4.5M-pair corpus is
 never held in memory, only `input_sentence_size` lines), written in a fixed order, and trained
 with sentencepiece's own sampling and shuffling off and one thread.
 """
 
+import base64
 import hashlib
 import json
 import logging
@@ -41,6 +48,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_INPUT_SENTENCE_SIZE = 1_000_000
 DEFAULT_SEED = 1234
 SYMBOL_PROTO_PREFIX = b'{"type": "symbols", "num_symbols": '
+PAIRED_PROTO_PREFIX = b'{"type": "paired_sentencepiece", '
 
 
 def strip_after_eos(ids, vocab_size):
@@ -106,12 +114,16 @@ class SubwordVocab:
     """tf.string [N] -> tf.RaggedTensor int32 [N, (len)], no EOS."""
     return self.tf_tokenizer.tokenize(texts)
 
+  tokenize_targets = tokenize  # one model for both languages
+
   def detokenize(self, ids):
     """int ids [N, L] (dense or ragged) -> tf.string [N]; stops at the first EOS, drops PAD."""
     return self.tf_tokenizer.detokenize(strip_after_eos(ids, self.vocab_size))
 
   def encode(self, text):
     return self._processor.encode(text)
+
+  encode_targets = encode
 
   def decode(self, ids):
     return self._processor.decode(strip_ids(ids))
@@ -168,11 +180,15 @@ class SymbolVocab:
   def tokenize(self, texts):
     return self.tf_tokenizer.tokenize(texts)
 
+  tokenize_targets = tokenize
+
   def detokenize(self, ids):
     return self.tf_tokenizer.detokenize(ids)
 
   def encode(self, text):
     return [int(piece) for piece in text.split()]
+
+  encode_targets = encode
 
   def decode(self, ids):
     return " ".join(str(i) for i in strip_ids(ids))
@@ -181,8 +197,164 @@ class SymbolVocab:
     return [{PAD_ID: "<pad>", EOS_ID: "</s>"}.get(int(i), str(int(i))) for i in ids]
 
 
+LANGUAGE_CODE = r"(?s)^>>.*?<<"  # a leading target-language token, `>>deu<<` (Marian's multilingual models)
+
+
+def split_language_code(text):
+  """(`>>xx<<` or "", the rest): Hugging Face's MarianTokenizer splits off a leading language code
+  before SentencePiece and looks it up whole.
+
+  Example:
+      >>> split_language_code(">>fra<< Hello"), split_language_code("Hello")
+      ((">>fra<<", " Hello"), ("", "Hello"))
+  """
+  end = text.find("<<") if text.startswith(">>") else -1
+  return (text[:end + 2], text[end + 2:]) if end >= 0 else ("", text)
+
+
+class PairedTokenizer(tf.Module):
+  """In-graph side of `PairedSubwordVocab`: SentencePiece splits text into pieces (the source
+  model for sources, the target model for targets), a hash table maps pieces to shared ids
+  (UNK for a piece outside the vocabulary), and a SentencePiece model whose pieces are the
+  shared vocabulary in id order turns output ids back into text. Saved with a SavedModel."""
+
+  def __init__(self, source_model, target_model, shared_target_model, pieces, name=None):
+    super().__init__(name=name)
+    # Distinct names: tensorflow-text's model resources are shared by node name, so in a loaded
+    # SavedModel two tokenizers of the same name would both get one of the models.
+    self.source = tf_text.SentencepieceTokenizer(model=source_model, out_type=tf.string,
+                                                 name="source_sentencepiece")
+    self.target = tf_text.SentencepieceTokenizer(model=target_model, out_type=tf.string,
+                                                 name="target_sentencepiece")
+    self.shared_target = tf_text.SentencepieceTokenizer(
+        model=shared_target_model, out_type=tf.int32, name="shared_target_sentencepiece")
+    self.vocab_size = len(pieces)
+    self.ids = tf.lookup.StaticHashTable(
+        tf.lookup.KeyValueTensorInitializer(tf.constant(pieces), tf.range(len(pieces), dtype=tf.int32)),
+        default_value=UNK_ID)
+
+  def _tokenize(self, sentencepiece, texts):
+    texts = tf.convert_to_tensor(texts, tf.string)                                   # [N]
+    rest = tf.strings.regex_replace(texts, LANGUAGE_CODE, "", replace_global=False)
+    code_length = tf.strings.length(texts) - tf.strings.length(rest)                 # 0: no code
+    has_code = code_length > 0
+    codes = tf.strings.substr(texts, tf.zeros_like(code_length), code_length)        # [N]
+    pieces = sentencepiece.tokenize(rest)                                            # [N, (len)]
+    ids = tf.ragged.map_flat_values(self.ids.lookup, pieces)
+    code_ids = tf.RaggedTensor.from_row_lengths(
+        self.ids.lookup(tf.boolean_mask(codes, has_code)), tf.cast(has_code, tf.int64))  # [N, (0|1)]
+    return tf.concat([code_ids, ids], axis=1)
+
+  def tokenize(self, texts):
+    """Sources: tf.string [N] -> shared ids, int32 ragged [N, (len)], no EOS."""
+    return self._tokenize(self.source, texts)
+
+  def tokenize_targets(self, texts):
+    return self._tokenize(self.target, texts)
+
+  def detokenize(self, ids):
+    """Shared ids [N, (len)] (PAD and everything from EOS on removed) -> tf.string [N]."""
+    return tf.strings.strip(self.shared_target.detokenize(ids))
+
+
+class PairedSubwordVocab:
+  """A source and a target SentencePiece model over one shared vocabulary (Marian's OPUS-MT models).
+
+  Encoding follows Hugging Face's MarianTokenizer: a leading `>>xx<<` language code is one token;
+  the rest is split into pieces by the source model (targets: the target model), and each piece is
+  looked up in the shared vocabulary (UNK if absent). Decoding joins the target-side pieces of the
+  ids, as `decode_pieces` does, and strips the ends; UNK decodes to nothing (as
+  `skip_special_tokens=True`). The same in the graph (`tf_tokenizer`, `PairedTokenizer`).
+
+  Args:
+    source_model, target_model: the two serialized SentencePiece models (`source.spm`,
+      `target.spm`).
+    pieces: the shared vocabulary in t2t_lite id order; pieces[PAD_ID], pieces[EOS_ID] and
+      pieces[UNK_ID] are its pad, end-of-sentence and unknown pieces (`<pad>`, `</s>`, `<unk>`).
+
+  Example:
+      >>> vocab = PairedSubwordVocab(source_spm, target_spm, ["<pad>", "</s>", "<unk>", ...])
+      >>> vocab.encode("Hello world"), vocab.decode([57, 1134, 1])
+  """
+
+  pad_id = PAD_ID
+  eos_id = EOS_ID
+
+  def __init__(self, source_model: bytes, target_model: bytes, pieces: list[str]):
+    self.source_model, self.target_model = bytes(source_model), bytes(target_model)
+    self.pieces = list(pieces)
+    self.vocab_size = len(self.pieces)
+    self.index = {piece: i for i, piece in enumerate(self.pieces)}
+    if len(self.index) != self.vocab_size:
+      raise ValueError("the shared vocabulary lists a piece twice; every piece needs one id")
+    self._source = spm.SentencePieceProcessor(model_proto=self.source_model)
+    self._target = spm.SentencePieceProcessor(model_proto=self.target_model)
+    shared_target = _over_shared_ids(self.target_model, self.pieces)
+    self._decoder = spm.SentencePieceProcessor(model_proto=shared_target)
+    self.tf_tokenizer = PairedTokenizer(self.source_model, self.target_model, shared_target,
+                                        self.pieces)
+    self.model_proto = json.dumps({  # starts with PAIRED_PROTO_PREFIX
+        "type": "paired_sentencepiece", "pieces": self.pieces,
+        "source_model": base64.b64encode(self.source_model).decode("ascii"),
+        "target_model": base64.b64encode(self.target_model).decode("ascii")}).encode()
+
+  @classmethod
+  def from_proto(cls, model_proto: bytes) -> "PairedSubwordVocab":
+    record = json.loads(model_proto)
+    return cls(base64.b64decode(record["source_model"]), base64.b64decode(record["target_model"]),
+               record["pieces"])
+
+  def _encode(self, processor, text):
+    code, rest = split_language_code(text)
+    pieces = ([code] if code else []) + processor.encode(rest, out_type=str)
+    return [self.index.get(piece, UNK_ID) for piece in pieces]
+
+  def encode(self, text):
+    return self._encode(self._source, text)
+
+  def encode_targets(self, text):
+    return self._encode(self._target, text)
+
+  def decode(self, ids):
+    return self._decoder.decode(strip_ids(ids)).strip()
+
+  def tokenize(self, texts):
+    return self.tf_tokenizer.tokenize(texts)
+
+  def tokenize_targets(self, texts):
+    return self.tf_tokenizer.tokenize_targets(texts)
+
+  def detokenize(self, ids):
+    return self.tf_tokenizer.detokenize(strip_after_eos(ids, self.vocab_size))
+
+  def id_to_piece(self, ids):
+    return [self.pieces[int(i)] for i in ids]
+
+
+def _over_shared_ids(target_model, pieces):
+  """The target SentencePiece model with the shared vocabulary as its pieces, in id order: its
+  decoder turns shared ids into text (pieces of the source language included)."""
+  from sentencepiece import sentencepiece_model_pb2  # pylint: disable=import-outside-toplevel
+  proto = sentencepiece_model_pb2.ModelProto()
+  proto.ParseFromString(target_model)
+  kind = sentencepiece_model_pb2.ModelProto.SentencePiece.Type
+  types = {piece.piece: piece.type for piece in proto.pieces}
+  special = {PAD_ID: kind.CONTROL, EOS_ID: kind.CONTROL, UNK_ID: kind.UNKNOWN}
+  del proto.pieces[:]
+  for i, piece in enumerate(pieces):
+    kept = types.get(piece, kind.NORMAL)
+    proto.pieces.add(piece=piece, score=0.0, type=special.get(
+        i, kept if kept in (kind.NORMAL, kind.USER_DEFINED, kind.BYTE) else kind.NORMAL))
+  spec = proto.trainer_spec
+  spec.unk_id, spec.eos_id, spec.pad_id, spec.bos_id = UNK_ID, EOS_ID, PAD_ID, -1
+  spec.unk_piece, spec.eos_piece, spec.pad_piece = pieces[UNK_ID], pieces[EOS_ID], pieces[PAD_ID]
+  spec.unk_surface = ""
+  spec.byte_fallback = spec.byte_fallback and all(f"<0x{b:02X}>" in types for b in range(256))
+  return proto.SerializeToString()
+
+
 def vocab_from_proto(model_proto):
-  """`SubwordVocab` or `SymbolVocab` from the `model_proto` bytes either one writes.
+  """`SubwordVocab`, `SymbolVocab` or `PairedSubwordVocab` from the `model_proto` bytes it writes.
 
   Example:
       >>> vocab_from_proto(SymbolVocab(10).model_proto).vocab_size
@@ -190,6 +362,8 @@ def vocab_from_proto(model_proto):
   """
   if model_proto.startswith(SYMBOL_PROTO_PREFIX):
     return SymbolVocab(json.loads(model_proto)["num_symbols"])
+  if model_proto.startswith(PAIRED_PROTO_PREFIX):
+    return PairedSubwordVocab.from_proto(model_proto)
   return SubwordVocab(model_proto)
 
 

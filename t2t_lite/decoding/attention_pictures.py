@@ -230,7 +230,7 @@ def attention_for_pair(model: keras.Model, vocab, source: str, target: str | Non
   source_ids = list(vocab.encode(source)) + [EOS_ID]
   if target is None:
     target = Translator(model, vocab, decode_hparams or DecodeHParams(beam_size=1)).translate([source])[0]
-  target_ids = list(vocab.encode(target)) + [EOS_ID]
+  target_ids = list(vocab.encode_targets(target)) + [EOS_ID]
   weights = model.attention_weights(np.array([source_ids], np.int32), np.array([target_ids], np.int32))
   label = lambda ids: [t if i != EOS_ID else "</s>" for i, t in zip(ids, vocab.id_to_piece(ids))]
   return ({kind: [np.asarray(w)[0] for w in layers] for kind, layers in weights.items()},

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from t2t_lite.layers import checks, projection
+from t2t_lite.hparams.model_config import FFN_ACTIVATIONS as ACTIVATIONS
 from t2t_lite.layers.dropout import Dropout
 
 
@@ -13,11 +14,13 @@ class FeedForward(keras.layers.Layer):
 
   As T2T's `dense_relu_dense`: ReLU dropout (T2T's `relu_dropout`) between the two layers, biases
   on both, Glorot-uniform kernels. Both matmuls are 2-D over all `batch * length` positions.
+  `activation="swish"` puts `x * sigmoid(x)` in place of the ReLU (Marian's models use it).
 
   Args:
     filter_size: d_ff, the inner width (2048 in the base model).
     output_channels: output width. Defaults to the input width (d_model).
     relu_dropout: dropout rate on the ReLU activations.
+    activation: "relu" (the paper) or "swish".
     **kwargs: standard `keras.layers.Layer` arguments.
 
   Call arguments:
@@ -34,15 +37,18 @@ class FeedForward(keras.layers.Layer):
   """
 
   def __init__(self, filter_size: int, output_channels: int | None = None,
-               relu_dropout: float = 0.0, **kwargs):
+               relu_dropout: float = 0.0, activation: str = "relu", **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("filter_size", filter_size)
     if output_channels is not None:
       checks.check_positive_int("output_channels", output_channels)
     checks.check_rate("relu_dropout", relu_dropout)
+    if activation not in ACTIVATIONS:
+      raise ValueError(f"`activation` must be one of {', '.join(ACTIVATIONS)}; got {activation!r}.")
     self.filter_size = filter_size
     self.output_channels = output_channels
     self.relu_dropout = relu_dropout
+    self.activation = activation
 
   def build(self, input_shape):
     input_dim = input_shape[-1]
@@ -73,7 +79,9 @@ class FeedForward(keras.layers.Layer):
     # forms give the same floating-point values: max(h, -b) + b = relu(h + b), h - (-b) = h + b.
     # Elsewhere the usual form keeps TF's fused MatMul + BiasAdd + ReLU kernels.
     matrix_vector = x.shape[0] == 1 and not training
-    if matrix_vector:
+    if self.activation == "swish":
+      hidden = ops.silu(hidden - ops.negative(bias_1) if matrix_vector else hidden + bias_1)
+    elif matrix_vector:
       hidden = ops.maximum(hidden, ops.negative(bias_1)) + bias_1
     else:
       hidden = ops.relu(hidden + bias_1)
@@ -88,5 +96,5 @@ class FeedForward(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update({"filter_size": self.filter_size, "output_channels": self.output_channels,
-                   "relu_dropout": self.relu_dropout})
+                   "relu_dropout": self.relu_dropout, "activation": self.activation})
     return config

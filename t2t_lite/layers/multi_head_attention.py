@@ -12,9 +12,9 @@ class MultiHeadAttention(keras.layers.Layer):
   """Multi-head attention, `Concat(head_1..head_h) W^O` with `head_i = softmax(Q K^T / sqrt(d_k)) V`.
 
   Paper sections 3.2.1 (scaled dot-product attention) and 3.2.2 (multi-head attention), as T2T's
-  `common_attention.multihead_attention`: the projections have no biases, queries are scaled by
-  `d_k ** -0.5` before the dot product, `d_k = key_channels / num_heads`,
-  `d_v = value_channels / num_heads`.
+  `common_attention.multihead_attention`: the projections have no biases (`use_bias=True` adds
+  them to Q, K, V and W^O, as Marian's models have), queries are scaled by `d_k ** -0.5` before
+  the dot product, `d_k = key_channels / num_heads`, `d_v = value_channels / num_heads`.
 
   Speed: each projection is one 2-D matmul over all `batch * length` positions. A self-attention
   layer has one fused `[d, 2 * key_channels + value_channels]` Q/K/V kernel; an encoder-decoder
@@ -39,6 +39,8 @@ class MultiHeadAttention(keras.layers.Layer):
     attention_dropout: dropout rate on the attention weights (T2T's `attention_dropout`).
     self_attention: True for self-attention (keys and values come from the query input),
       False for encoder-decoder attention (keys and values come from `memory`).
+    use_bias: add a bias after each projection (fused like the kernels: `qkv_bias` or `q_bias`
+      and `kv_bias`, and `output_bias`).
     **kwargs: standard `keras.layers.Layer` arguments (name, dtype, ...).
 
   Call arguments:
@@ -69,7 +71,8 @@ class MultiHeadAttention(keras.layers.Layer):
 
   def __init__(self, num_heads: int, key_channels: int | None = None,
                value_channels: int | None = None, output_channels: int | None = None,
-               attention_dropout: float = 0.0, self_attention: bool = True, **kwargs):
+               attention_dropout: float = 0.0, self_attention: bool = True, use_bias: bool = False,
+               **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("num_heads", num_heads)
     for name, value in (("key_channels", key_channels), ("value_channels", value_channels),
@@ -84,6 +87,7 @@ class MultiHeadAttention(keras.layers.Layer):
     self.output_channels = output_channels
     self.attention_dropout = attention_dropout
     self.self_attention = bool(self_attention)
+    self.use_bias = bool(use_bias)
 
   def build(self, query_shape, memory_shape=None):
     query_dim = query_shape[-1]
@@ -110,6 +114,10 @@ class MultiHeadAttention(keras.layers.Layer):
           initializer=projection.fused_glorot_uniform([kc, vc]))
     self.output_kernel = self.add_weight(name="output_kernel", shape=(vc, self._output_channels),
                                          initializer="glorot_uniform")
+    if self.use_bias:
+      sizes = ({"qkv_bias": 2 * kc + vc} if self.self_attention else {"q_bias": kc, "kv_bias": kc + vc})
+      for name, size in {**sizes, "output_bias": self._output_channels}.items():
+        setattr(self, name, self.add_weight(name=name, shape=(size,), initializer="zeros"))
     self.weights_dropout = Dropout(self.attention_dropout, dtype=self.dtype_policy)
 
   def _check_divisible(self, **channels):
@@ -123,10 +131,11 @@ class MultiHeadAttention(keras.layers.Layer):
   def _kernel(self, variable):
     return ops.cast(variable, self.compute_dtype)
 
-  def _project(self, x, kernel):
-    """[B, T, d] @ [d, n] as a 2-D matmul -> [B * T, n]."""
+  def _project(self, x, kernel, bias_name):
+    """[B, T, d] @ [d, n] (+ the bias `bias_name` with use_bias) as a 2-D matmul -> [B * T, n]."""
     x = ops.cast(x, self.compute_dtype)
-    return projection.project(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
+    projected = projection.project(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
+    return projected + self._kernel(getattr(self, bias_name)) if self.use_bias else projected
 
   def _split_heads(self, x, length, depth):
     """[B * T, H * depth] -> [B, H, T, depth]."""
@@ -135,7 +144,7 @@ class MultiHeadAttention(keras.layers.Layer):
   def _project_qkv(self, query):
     length = ops.shape(query)[1]
     kc = self._key_channels
-    q, k, v = ops.split(self._project(query, self.qkv_kernel), [kc, 2 * kc], axis=-1)
+    q, k, v = ops.split(self._project(query, self.qkv_kernel, "qkv_bias"), [kc, 2 * kc], axis=-1)
     return (self._split_heads(q, length, self._key_depth),
             self._split_heads(k, length, self._key_depth),
             self._split_heads(v, length, self._value_depth))
@@ -147,7 +156,7 @@ class MultiHeadAttention(keras.layers.Layer):
                        "self_attention=True. Use init_cache(batch_size, max_length) instead.")
     checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
     length = ops.shape(memory)[1]
-    k, v = ops.split(self._project(memory, self.kv_kernel), [self._key_channels], axis=-1)
+    k, v = ops.split(self._project(memory, self.kv_kernel, "kv_bias"), [self._key_channels], axis=-1)
     return {"k": self._split_heads(k, length, self._key_depth),
             "v": self._split_heads(v, length, self._value_depth)}
 
@@ -197,7 +206,7 @@ class MultiHeadAttention(keras.layers.Layer):
             masks.causal_mask(ops.shape(q)[2], ops.shape(k)[2], query_offset=step),
             attention_mask)
     else:
-      q = self._split_heads(self._project(query, self.q_kernel), ops.shape(query)[1],
+      q = self._split_heads(self._project(query, self.q_kernel, "q_bias"), ops.shape(query)[1],
                             self._key_depth)
       memory_kv = cache if cache is not None else self.compute_memory_kv(memory)
       k, v = memory_kv["k"], memory_kv["v"]  # [B, H, Tk, d_k], [B, H, Tk, d_v]
@@ -219,6 +228,8 @@ class MultiHeadAttention(keras.layers.Layer):
     context = ops.matmul(probs, v)  # [B, H, Tq, d_v]
     context = ops.reshape(ops.transpose(context, (0, 2, 1, 3)), (-1, self._value_channels))
     output = projection.project(context, self._kernel(self.output_kernel))  # [B * Tq, out]
+    if self.use_bias:
+      output = output + self._kernel(self.output_bias)
     return ops.reshape(output, (-1, query_length, self._output_channels)), weights
 
   def get_config(self):
@@ -230,5 +241,6 @@ class MultiHeadAttention(keras.layers.Layer):
         "output_channels": self.output_channels,
         "attention_dropout": self.attention_dropout,
         "self_attention": self.self_attention,
+        "use_bias": self.use_bias,
     })
     return config

@@ -18,7 +18,8 @@ class SharedEmbedding(keras.layers.Layer):
     so it embeds to zeros exactly like T2T's `shift_right_3d`. Row 0 is still used (and trained)
     by the softmax.
   - `call(x, reverse=True)`: logits `x @ E^T`, returned in float32 even under mixed precision;
-    `transposed_table=self.transposed_table()` reuses a transpose computed once.
+    `transposed_table=self.transposed_table()` reuses a transpose computed once. With
+    `logits_bias=True`, a trained [V] bias `b` is added: `x @ E^T + b` (Marian's output layer).
 
   E is initialized normal(0, d ** -0.5), as T2T does.
 
@@ -26,6 +27,8 @@ class SharedEmbedding(keras.layers.Layer):
     vocab_size: V, the shared source/target vocabulary size.
     hidden_size: d_model.
     zero_pad: zero the embedding of id 0 (T2T's behaviour).
+    scale: multiply embeddings by sqrt(hidden_size) (the paper; False for models trained without).
+    logits_bias: add a trained bias `logits_bias` [V] to the logits.
     **kwargs: standard `keras.layers.Layer` arguments.
 
   Call arguments:
@@ -41,18 +44,24 @@ class SharedEmbedding(keras.layers.Layer):
   >>> logits = embedding(x, reverse=True)                  # [1, 4, 100] float32
   """
 
-  def __init__(self, vocab_size: int, hidden_size: int, zero_pad: bool = True, **kwargs):
+  def __init__(self, vocab_size: int, hidden_size: int, zero_pad: bool = True, scale: bool = True,
+               logits_bias: bool = False, **kwargs):
     super().__init__(**kwargs)
     checks.check_positive_int("vocab_size", vocab_size)
     checks.check_positive_int("hidden_size", hidden_size)
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
     self.zero_pad = bool(zero_pad)
+    self.scale = bool(scale)
+    self.use_logits_bias = bool(logits_bias)
 
   def build(self, input_shape=None):
     self.embeddings = self.add_weight(
         name="embeddings", shape=(self.vocab_size, self.hidden_size),
         initializer=keras.initializers.RandomNormal(stddev=self.hidden_size ** -0.5))
+    if self.use_logits_bias:
+      self.logits_bias = self.add_weight(name="logits_bias", shape=(self.vocab_size,),
+                                         initializer="zeros")
 
   def transposed_table(self):
     """E^T [d, V] in the compute dtype, for `call(x, reverse=True, transposed_table=...)`.
@@ -74,11 +83,16 @@ class SharedEmbedding(keras.layers.Layer):
       # [N, V]; graph mode folds ops.transpose into the matmul, a compiled loop does not.
       projection = ops.cast(self.transposed_table() if transposed_table is None
                             else transposed_table, self.compute_dtype)
-      logits = ops.matmul(x, projection)
-      return ops.reshape(ops.cast(logits, "float32"), tuple(leading_shape) + (self.vocab_size,))
+      logits = ops.cast(ops.matmul(x, projection), "float32")
+      if self.use_logits_bias:  # subtracted negated: an add straight after a matrix-vector
+        # product is a slower XLA fusion on CPU (see FeedForward); the values are the same.
+        logits = logits - ops.negative(ops.cast(self.logits_bias, "float32"))
+      return ops.reshape(logits, tuple(leading_shape) + (self.vocab_size,))
     ids = checks.check_int_ids("inputs", inputs, range(8), "[...] of token ids")
     table = ops.cast(self.embeddings, self.compute_dtype)
-    embedded = ops.take(table, ids, axis=0) * ops.cast(self.hidden_size ** 0.5, table.dtype)
+    embedded = ops.take(table, ids, axis=0)
+    if self.scale:
+      embedded = embedded * ops.cast(self.hidden_size ** 0.5, table.dtype)
     if self.zero_pad:
       embedded = embedded * ops.cast(ops.expand_dims(ops.not_equal(ids, PAD_ID), -1), table.dtype)
     return embedded
@@ -86,5 +100,6 @@ class SharedEmbedding(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update({"vocab_size": self.vocab_size, "hidden_size": self.hidden_size,
-                   "zero_pad": self.zero_pad})
+                   "zero_pad": self.zero_pad, "scale": self.scale,
+                   "logits_bias": self.use_logits_bias})
     return config

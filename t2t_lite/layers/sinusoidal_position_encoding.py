@@ -1,4 +1,4 @@
-"""Sinusoidal positional encoding (paper section 3.5), in T2T's channel layout."""
+"""Sinusoidal positional encoding (paper section 3.5): T2T's (and Marian's) or the paper's formula."""
 
 import math
 
@@ -8,6 +8,7 @@ from keras import ops
 from t2t_lite.layers import checks
 
 LAYOUTS = ("concat", "interleave")
+FREQUENCIES = ("t2t", "paper")
 
 
 def positions_for(inputs, start_index, positions):
@@ -28,16 +29,23 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   """Fixed sin/cos position signal, T2T's `get_timing_signal_1d` (paper section 3.5).
 
   With `n = d // 2` timescales, channel `i < n` of position `p` is `sin(p * inv_i)` and channel
-  `n + i` is `cos(p * inv_i)`, where `inv_i = 1 / (min_timescale * (max_timescale /
-  min_timescale) ** (i / (n - 1)))` (an odd `d` gets one zero channel at the end).
+  `n + i` is `cos(p * inv_i)` (an odd `d` gets one zero channel at the end), where
 
-  Layout: the default `"concat"` puts all sines first, then all cosines, as T2T does, so weights
-  trained by T2T (and T2T's attention pictures) line up channel for channel. The paper writes
-  `PE(pos, 2i) = sin(.)`, `PE(pos, 2i+1) = cos(.)`: the same values in interleaved channel order,
-  available as `layout="interleave"`. The two are a fixed permutation of channels; since the
-  encoding is only added to learned embeddings, the model is equivalent either way. T2T's
-  timescales (the slowest exactly `max_timescale`) differ slightly from the paper's
-  `10000 ** (2i / d)`, whose slowest is `10000 ** ((d - 2) / d)`; we follow T2T.
+  - `frequencies="t2t"` (default): `inv_i = 1 / (min_timescale * (max_timescale /
+    min_timescale) ** (i / (n - 1)))`, T2T's spacing, whose slowest timescale is exactly
+    `max_timescale`. Marian's C++ (`sinusoidalPositionEmbeddings`) computes the same numbers, so
+    imported Marian weights were trained with these.
+  - `frequencies="paper"`: `inv_i = 1 / (min_timescale * (max_timescale / min_timescale) **
+    (2i / d))`, the paper's `10000 ** (2i / d)`, whose slowest timescale is
+    `10000 ** ((d - 2) / d)`. The two differ more the later the position (README, "The model").
+
+  Layout: the default `"concat"` puts all sines first, then all cosines, as T2T, Marian and
+  Hugging Face's Marian models do, so weights trained by T2T (and T2T's attention pictures) line
+  up channel for channel. The paper writes `PE(pos, 2i) = sin(.)`, `PE(pos, 2i+1) = cos(.)`:
+  `layout="interleave"`. A layout is a fixed permutation of channels; since the encoding is
+  only added to learned embeddings, a model trained with one is equivalent to one trained with
+  the other, but weights trained with one need that one. The paper's exact formula is
+  `frequencies="paper", layout="interleave"`.
 
   The layer returns the encoding (broadcast to the input's shape), to be added by the caller.
 
@@ -45,6 +53,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     min_timescale: fastest wavelength / (2 pi) (1.0).
     max_timescale: slowest wavelength / (2 pi) (1.0e4).
     layout: "concat" (T2T, default) or "interleave" (the paper's channel order).
+    frequencies: "t2t" (T2T and Marian, default) or "paper" (the paper's 10000 ** (2i / d)).
     **kwargs: standard `keras.layers.Layer` arguments.
 
   Call arguments:
@@ -63,16 +72,19 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   """
 
   def __init__(self, min_timescale: float = 1.0, max_timescale: float = 1.0e4,
-               layout: str = "concat", **kwargs):
+               layout: str = "concat", frequencies: str = "t2t", **kwargs):
     super().__init__(**kwargs)
     if layout not in LAYOUTS:
       raise ValueError(f"`layout` must be 'concat' (T2T) or 'interleave' (the paper); got {layout!r}.")
+    if frequencies not in FREQUENCIES:
+      raise ValueError(f"`frequencies` must be 't2t' (T2T, Marian) or 'paper'; got {frequencies!r}.")
     if not 0 < min_timescale <= max_timescale:
       raise ValueError("Need 0 < min_timescale <= max_timescale; got "
                        f"min_timescale={min_timescale}, max_timescale={max_timescale}.")
     self.min_timescale = float(min_timescale)
     self.max_timescale = float(max_timescale)
     self.layout = layout
+    self.frequencies = frequencies
 
   def build(self, input_shape):
     if input_shape[-1] is None:
@@ -83,8 +95,8 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   def call(self, inputs, start_index=None, positions=None):
     positions = ops.cast(positions_for(inputs, start_index, positions), "float32")
     num_timescales = self._channels // 2
-    log_increment = (math.log(self.max_timescale / self.min_timescale)
-                     / max(num_timescales - 1, 1))
+    spacing = self._channels / 2 if self.frequencies == "paper" else max(num_timescales - 1, 1)
+    log_increment = math.log(self.max_timescale / self.min_timescale) / spacing
     inv_timescales = self.min_timescale * ops.exp(
         ops.arange(num_timescales, dtype="float32") * -log_increment)  # [n]
     scaled_time = ops.expand_dims(positions, -1) * inv_timescales  # [..., T, n]
@@ -104,5 +116,5 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   def get_config(self):
     config = super().get_config()
     config.update({"min_timescale": self.min_timescale, "max_timescale": self.max_timescale,
-                   "layout": self.layout})
+                   "layout": self.layout, "frequencies": self.frequencies})
     return config

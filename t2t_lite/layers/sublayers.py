@@ -29,13 +29,15 @@ class ConfiguredLayer(keras.layers.Layer):
     attention = MultiHeadAttention(
         config.num_heads, config.attention_key_channels or None,
         config.attention_value_channels or None, attention_dropout=config.attention_dropout,
-        self_attention=self_attention, dtype=self.dtype_policy, name=name)
+        self_attention=self_attention, use_bias=config.attention_bias, dtype=self.dtype_policy,
+        name=name)
     attention.build(input_shape, None if self_attention else input_shape)
     return attention
 
   def make_feed_forward(self, input_shape):
     feed_forward = FeedForward(self.config.filter_size, relu_dropout=self.config.relu_dropout,
-                               dtype=self.dtype_policy, name="feed_forward")
+                               activation=self.config.ffn_activation, dtype=self.dtype_policy,
+                               name="feed_forward")
     feed_forward.build(input_shape)
     return feed_forward
 

@@ -22,6 +22,10 @@ from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
 from t2t_lite.token_ids import PAD_ID, START_ID
 
+# `position_encoding` -> SinusoidalPositionEncoding's (frequencies, layout).
+SINUSOIDS = {"sinusoid": ("t2t", "concat"), "sinusoid_paper": ("paper", "interleave"),
+             "sinusoid_paper_halves": ("paper", "concat")}
+
 
 @registry.models.register
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -36,9 +40,15 @@ class Transformer(keras.Model):
       attention_value_channels (h * d_k, h * d_v; 0: d_model), norm_type ("pre", T2T's later
       sets, or "post", the paper), layer_norm_epsilon, layer_prepostprocess_dropout (residual and
       embedding dropout, P_drop), attention_dropout, relu_dropout, position_encoding
-      ("sinusoid", T2T's concatenated sin/cos layout, see `SinusoidalPositionEncoding`, or
-      "learned", Table 3 row E) and max_position (rows of the learned position table).
-      Stored as `self.config` (its architecture part only).
+      ("sinusoid", T2T's concatenated sin/cos layout, see `SinusoidalPositionEncoding`;
+      "sinusoid_paper", the paper's formula; "sinusoid_paper_halves", its frequencies in T2T's
+      layout; or "learned", Table 3 row E) and max_position (rows of the learned position table);
+      the switches of imported models (all off in T2T's sets): attention_bias, ffn_activation,
+      logits_bias, scale_embeddings, decoder_start ("zeros": the start symbol and PAD embed to
+      zeros, as T2T's `shift_right_3d` and Marian do; "pad_embedding": to PAD's row of the table,
+      as Hugging Face's Marian models do), never_predict_pad (decode_step gives PAD a logit of
+      -1e9: an imported Marian model's PAD row was added by the conversion, Marian's softmax has
+      no PAD). Stored as `self.config` (its architecture part only).
     vocab_size: V, the shared source/target vocabulary (ids as `t2t_lite.token_ids`).
     **kwargs: standard `keras.Model` arguments (name, dtype, ...).
 
@@ -67,19 +77,23 @@ class Transformer(keras.Model):
     checks.check_positive_int("vocab_size", vocab_size)
     self.config = config = ModelConfig.of(config)
     self.vocab_size = vocab_size
-    # One matrix for source, target and softmax (the paper), or T2T's separate ones.
-    embedding = lambda name: SharedEmbedding(vocab_size, config.hidden_size,  # noqa: E731
-                                             dtype=self.dtype_policy, name=name)
+    # One matrix for source, target and softmax (the paper), or T2T's separate ones; the logits
+    # bias (imported models) belongs to the softmax.
+    embedding = lambda name, logits_bias=False: SharedEmbedding(  # noqa: E731
+        vocab_size, config.hidden_size, zero_pad=config.decoder_start == "zeros",
+        scale=config.scale_embeddings, logits_bias=logits_bias, dtype=self.dtype_policy, name=name)
     self._target_embedding = self._softmax = None
     if config.shared_embedding_and_softmax_weights:
-      self.embedding = embedding("shared_embedding")
+      self.embedding = embedding("shared_embedding", config.logits_bias)
     else:
       self.embedding = embedding("input_embedding")
       if not config.shared_embedding:
         self._target_embedding = embedding("target_embedding")
-      self._softmax = embedding("softmax")
-    if config.position_encoding == "sinusoid":
-      self.position = SinusoidalPositionEncoding(dtype=self.dtype_policy, name="position")
+      self._softmax = embedding("softmax", config.logits_bias)
+    if config.position_encoding in SINUSOIDS:
+      frequencies, layout = SINUSOIDS[config.position_encoding]
+      self.position = SinusoidalPositionEncoding(frequencies=frequencies, layout=layout,
+                                                 dtype=self.dtype_policy, name="position")
     else:
       self.position = LearnedPositionEmbedding(config.max_position, dtype=self.dtype_policy,
                                                name="position")
@@ -208,6 +222,8 @@ class Transformer(keras.Model):
     x, decoder_cache = self.decoder(x, memory_padding_mask=cache["source_mask"],
                                     cache=cache["decoder"], step=step, training=training)
     logits = self.softmax(x, reverse=True, transposed_table=output_projection)[:, 0, :]  # [B, V]
+    if self.config.never_predict_pad:  # a select, not an add: see FeedForward
+      logits = ops.where(ops.arange(self.vocab_size) == PAD_ID, -1e9, logits)
     return logits, {"source_mask": cache["source_mask"], "decoder": decoder_cache}
 
   # Attention pictures (paper figures 3-5).

@@ -130,7 +130,7 @@ def _loss_sums(label_smoothing, vocab):
 
 
 def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1, pad_id=PAD_ID,
-                            compact=True, row_multiple=128):
+                            compact=True, row_multiple=128, bias=None):
   """`smoothed_cross_entropy(decoder_output @ table^T, targets)` for TensorFlow training: the
   pre-softmax projection and the loss in one differentiable function, faster with its gradients
   than the projection followed by `fast_smoothed_cross_entropy` (`python scripts/bench_train.py
@@ -149,9 +149,11 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
     table: [V, d] the shared embedding matrix; the matmuls run in `decoder_output`'s dtype, the
       softmax in float32.
     targets: [batch, length] int ids, `pad_id` where padded.
+    bias: optional [V] logits bias (a model with `logits_bias`): the logits are
+      `decoder_output @ table^T + bias`.
   Returns:
     (loss_sum, token_count, nll_sum), float32 scalars, as `smoothed_cross_entropy`. Only
-    `loss_sum` is differentiable (in `decoder_output` and `table`); `nll_sum` is a metric.
+    `loss_sum` is differentiable (in `decoder_output`, `table` and `bias`); `nll_sum` is a metric.
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   depth, vocab_size = decoder_output.shape[-1], table.shape[0]
@@ -172,9 +174,11 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
   nll = []
 
   @tf.custom_gradient
-  def project_and_score(rows, table):
+  def project_and_score(rows, table, *bias):
     weights_t = tf.cast(table, rows.dtype)
     logits = tf.matmul(rows, weights_t, transpose_b=True)                        # [R, V]
+    if bias:
+      logits = tf.cast(logits, tf.float32) + tf.cast(bias[0], tf.float32)
     loss_sum, nll_sum, d_logits = kernel(logits, row_targets, weights)
     nll.append(nll_sum)
 
@@ -182,11 +186,12 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
       d = tf.cast(d_logits, rows.dtype)
       d_rows = tf.matmul(d, weights_t) * tf.cast(d_loss, rows.dtype)
       d_table = tf.matmul(d, rows, transpose_a=True) * tf.cast(d_loss, rows.dtype)
-      return d_rows, tf.cast(d_table, table.dtype)
+      d_bias = [tf.cast(tf.reduce_sum(d_logits, 0) * d_loss, bias[0].dtype)] if bias else []
+      return (d_rows, tf.cast(d_table, table.dtype), *d_bias)
 
     return loss_sum, grad
 
-  loss_sum = project_and_score(rows, table)
+  loss_sum = project_and_score(rows, table, *([] if bias is None else [bias]))
   return loss_sum, tf.cast(count, tf.float32), tf.stop_gradient(nll[0])
 
 

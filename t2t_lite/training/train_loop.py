@@ -170,9 +170,10 @@ class Trainer:
       # computes the gradient in the same pass); the logits are never stored.
       decoder_output = self.model.decoder_output(batch, training=True)
       table = tf.convert_to_tensor(self.model.softmax.embeddings)
+      bias = getattr(self.model.softmax, "logits_bias", None)  # an imported model's
       loss_sum, _, _ = projected_cross_entropy(decoder_output, table, batch["targets"],
                                                self.hparams.label_smoothing,
-                                               compact=not self.hparams.xla_compile)
+                                               compact=not self.hparams.xla_compile, bias=bias)
       scaled = self.optimizer.scale_loss(loss_sum / tokens)
     variables = self.model.trainable_variables
     # Dense: accumulated, summed and scaled alike (an embedding looked up and not used as the
