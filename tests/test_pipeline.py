@@ -154,7 +154,8 @@ def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):
   assert "translate_ende_multi30k-dev-00000-of-00001.tfrecord" in names
   assert "translate_ende_multi30k.datagen.json" in names
   fresh = get_problem(problem.name, raw_data_dir=str(shared_data / "multi30k"))
-  assert token_shards.read_token_shards(problem.name, "dev", prepared, vocab) is not None  # used
+  assert token_shards.read_token_shards(problem.name, "dev", prepared, vocab,
+                                      raw_files=fresh.raw_files("dev")) is not None  # used
   assert token_shards.read_token_shards(problem.name, "train", prepared, vocab) is None    # not written
   from_shards = batches_of(fresh.dataset("dev", prepared, HP, training=False))
   on_the_fly = batches_of(problem.dataset("dev", data_dir, HP, training=False))

@@ -146,9 +146,8 @@ def main(argv=None):
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_parallelism_threads)
   if args.intra_op_parallelism_threads:
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_parallelism_threads)
-  if args.random_seed is not None:
-    import keras
-    keras.utils.set_random_seed(args.random_seed)
+  # --random_seed is hparams.seed: the Trainer seeds the weights and dropout, the pipeline the
+  # shuffle (tf.random.set_seed here would drop the tokenizer of an already loaded vocabulary).
   from t2t_lite.decoding import dev_bleu
   from t2t_lite.training import distribute, evaluation, train_loop
   eval_split = "test" if args.eval_use_test_set else "dev"

@@ -22,7 +22,7 @@ Keras' own `global_clipnorm` and `gradient_accumulation_steps` are not used: on 
 clip each replica's gradient by its local norm before the all-reduce, and accumulation
 averages micro-batches instead of weighting them by their tokens.
 
-- Seeds: `hparams.seed` seeds the weights' initialization (`keras.utils.set_random_seed`) and
+- Seeds: `hparams.seed` seeds the weights' initialization (`seed_initialization`) and
   every dropout seed generator; a resumed run reseeds dropout from (seed, step) so it does not
   replay the first run's masks. Each replica draws its own masks (`t2t_lite.layers.Dropout`).
 - Checkpoints through `tf.train.CheckpointManager` (the index file is replaced atomically, so a
@@ -32,6 +32,7 @@ averages micro-batches instead of weighting them by their tokens.
 """
 
 import os
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -72,6 +73,23 @@ def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
   if hparams.mixed_precision == "mixed_float16":
     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
   return optimizer
+
+
+def seed_initialization(seed: int) -> None:
+  """Seeds what Keras' initializers draw from (its global seed; Python's and NumPy's too).
+
+  Not `keras.utils.set_random_seed`: its `tf.random.set_seed` clears TensorFlow's kernel cache,
+  and with the kernels go the resources they own, such as the SentencePiece model of a dataset
+  made before the Trainer ("Resource ..._SentencepieceOp... does not exist" at its next batch).
+  Keras has no public call for its global seed alone.
+  """
+  from keras.src.backend.common import global_state  # pylint: disable=import-outside-toplevel
+  from keras.src.random import seed_generator  # pylint: disable=import-outside-toplevel
+  from keras.src.utils import rng_utils  # pylint: disable=import-outside-toplevel
+  global_state.set_global_attribute(rng_utils.GLOBAL_RANDOM_SEED, seed)
+  global_state.set_global_attribute(seed_generator.GLOBAL_SEED_GENERATOR, None)
+  random.seed(seed)
+  np.random.seed(seed)
 
 
 def seed_dropout(model: keras.Model, seed: int, step: int = 0) -> None:
@@ -130,7 +148,7 @@ class Trainer:
     # Non-chief workers must write too (collectives), but to a directory of their own.
     ckpt_dir = output_dir if self.chief else os.path.join(
         output_dir, f".worker_{self.strategy.cluster_resolver.task_id}")
-    keras.utils.set_random_seed(hparams.seed)  # the weights' initialization
+    seed_initialization(hparams.seed)
     with self.strategy.scope():
       self.model = model_dir.build_model(hparams, vocab_size, model)
       self.optimizer = build_optimizer(hparams)
