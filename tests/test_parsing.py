@@ -359,7 +359,9 @@ def test_parsing_sets_are_t2ts_value_for_value():
           parsing_big.filter_size, parsing_big.attention_dropout,
           parsing_big.shared_embedding_and_softmax_weights) == (6, 1024, 16, 4096, 0.1, True)
   cpu = get_hparams("parsing_cpu")
-  assert (cpu.hidden_size, cpu.num_encoder_layers, cpu.num_decoder_layers) == (256, 3, 3)
+  assert (cpu.hidden_size, cpu.num_encoder_layers, cpu.num_decoder_layers, cpu.batch_size,
+          cpu.learning_rate_warmup_steps, cpu.layer_prepostprocess_dropout) == (
+              256, 3, 3, 2048, 500, 0.2)
 
 
 def test_vocabulary_keeps_tree_tokens_whole_and_round_trips(problem, small_vocab):
