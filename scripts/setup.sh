@@ -16,7 +16,7 @@ missing=0
 for command in ruff $(sed -n 's/^\(t2t-lite-[a-z-]*\) = .*/\1/p' pyproject.toml); do
   command -v "$command" >/dev/null || missing=1
 done
-check="import t2t_lite, tensorflow_text, jax, pytest, importlib.util as u
+check="import t2t_lite, tensorflow_text, jax, pytest, xdist, importlib.util as u
 assert u.find_spec('torch') and u.find_spec('transformers')"
 if ! python -c "$check" 2>/dev/null || [ "$missing" = 1 ]; then
   python -m pip install --quiet --upgrade pip
