@@ -100,3 +100,19 @@ def test_missing_file_is_named(tmp_path, capsys):
   assert f"translation file not found: {missing}" in capsys.readouterr().err
   with pytest.raises(FileNotFoundError, match="reference file not found"):
     bleu_score.bleu_files(str(tmp_path / "ref"), str(missing))
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_t2t_bleu_equals_sacrebleu_intl(real_pair, capsys, lowercase):
+  """T2T's BLEU_cased / BLEU_uncased are sacreBLEU's `--tokenize intl` without / with `-lc`
+  (our international tokenizer and corpus BLEU are our own code, not sacreBLEU's)."""
+  translation, reference = real_pair
+  variant = "uncased" if lowercase else "cased"
+  assert bleu_cli.main([f"--translation={translation}", f"--reference={reference}",
+                        f"--bleu_variant={variant}"]) == 0
+  ours = re.search(rf"BLEU_{variant} = +([\d.]+)", capsys.readouterr().out).group(1)
+  sacrebleu_exe = os.path.join(os.path.dirname(sys.executable), "sacrebleu")
+  theirs = subprocess.run([sacrebleu_exe, reference, "-i", translation, "-b", "-w", "2",
+                           "--tokenize", "intl", *(["-lc"] if lowercase else [])],
+                          capture_output=True, text=True, check=True).stdout.strip()
+  assert float(ours) == float(theirs)
