@@ -309,3 +309,12 @@ def test_averaging_takes_t2ts_flags(model, tmp_path):
     _mean_of([ckpt(first), ckpt(last)], f"{tmp_path}/all/model.ckpt-{last}")
   assert not os.path.exists(tmp_path / "all" / f"model.ckpt-{steps[0]}.index")
   assert tf.train.latest_checkpoint(str(tmp_path / "all")).endswith(f"model.ckpt-{steps[-1]}")
+
+
+def test_registry_help_into_head_ends_quietly():
+  """T2T's walkthrough pipes `--registry_help` into `head`: the command exits 0, no traceback."""
+  trainer_exe = os.path.join(os.path.dirname(sys.executable), "t2t-lite-trainer")
+  result = subprocess.run(["bash", "-o", "pipefail", "-c", f"{trainer_exe} --registry_help | head -1"],
+                          capture_output=True, text=True, timeout=120)
+  assert result.stdout == "Problems:\n"
+  assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr

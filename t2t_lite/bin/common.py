@@ -97,6 +97,15 @@ def load_usr_dir(args):
 
 
 def print_registry():
+  """Prints what is registered; a reader that stops early (`| head`) ends it quietly."""
+  try:
+    _print_registry()
+    sys.stdout.flush()
+  except BrokenPipeError:
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+
+
+def _print_registry():
   import t2t_lite.hparams  # noqa: F401  registers the sets
   import t2t_lite.problems  # noqa: F401
   print("Problems:")
