@@ -5,7 +5,8 @@
 # others gave; the exit status is non-zero if any failed.
 # Usage: bash scripts/test.sh [extra pytest args]
 # Two pytest workers (pytest-xdist; a file's tests stay on one worker, so its fixtures are built
-# once): most tests keep one core busy, so on 2 cores the suite takes about 0.6 of a serial run.
+# once): most tests keep only one core busy. On 2 cores (AMD EPYC) the suite took 20 min 18 s this
+# way (TensorFlow pass 17:26, JAX pass 2:52) against about 24 min serially.
 # TEST_WORKERS=0 runs serially.
 set -uo pipefail
 cd "$(dirname "$0")/.."
