@@ -20,22 +20,12 @@ has already summed the gradients over the replicas of a `tf.distribute` strategy
 
 import keras
 
+from t2t_lite.training.adam import OptionalAllReduce
+
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
-class Adafactor(keras.optimizers.Adafactor):
+class Adafactor(OptionalAllReduce, keras.optimizers.Adafactor):
   """`keras.optimizers.Adafactor` that can skip the all-reduce in `apply` (TensorFlow backend)."""
-
-  def __init__(self, *args, aggregate_gradients: bool = True, **kwargs):
-    super().__init__(*args, **kwargs)
-    self.aggregate_gradients = aggregate_gradients
-
-  def get_config(self):
-    return {**super().get_config(), "aggregate_gradients": self.aggregate_gradients}
-
-  def _all_reduce_sum_gradients(self, grads_and_vars):
-    if self.aggregate_gradients:
-      return super()._all_reduce_sum_gradients(grads_and_vars)
-    return list(grads_and_vars)
 
 
 def adafactor(learning_rate, **kwargs) -> keras.optimizers.Optimizer:

@@ -39,14 +39,10 @@ def _tf_kernel():
   return tf.function(kernel, jit_compile=True, reduce_retracing=True)
 
 
-@keras.saving.register_keras_serializable(package="t2t_lite")
-class Adam(keras.optimizers.Adam):
-  """`keras.optimizers.Adam` whose dense update is one fused XLA kernel on TensorFlow.
-
-  Same arguments as `keras.optimizers.Adam` (the paper: beta_1=0.9, beta_2=0.98, epsilon=1e-9),
-  plus `aggregate_gradients`: False when the caller passes gradients already summed over the
-  replicas of a `tf.distribute` strategy (no all-reduce in `apply`).
-  """
+class OptionalAllReduce:
+  """Mixin for a Keras optimizer: `aggregate_gradients=False` skips the all-reduce Keras does in
+  `apply` under a `tf.distribute` strategy (TensorFlow backend), for callers whose gradients are
+  already summed over the replicas."""
 
   def __init__(self, *args, aggregate_gradients: bool = True, **kwargs):
     super().__init__(*args, **kwargs)
@@ -56,10 +52,19 @@ class Adam(keras.optimizers.Adam):
     return {**super().get_config(), "aggregate_gradients": self.aggregate_gradients}
 
   def _all_reduce_sum_gradients(self, grads_and_vars):
-    """TensorFlow backend: the all-reduce Keras does in `apply` under a strategy."""
     if self.aggregate_gradients:
       return super()._all_reduce_sum_gradients(grads_and_vars)
     return list(grads_and_vars)
+
+
+@keras.saving.register_keras_serializable(package="t2t_lite")
+class Adam(OptionalAllReduce, keras.optimizers.Adam):
+  """`keras.optimizers.Adam` whose dense update is one fused XLA kernel on TensorFlow.
+
+  Same arguments as `keras.optimizers.Adam` (the paper: beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+  plus `aggregate_gradients`: False when the caller passes gradients already summed over the
+  replicas of a `tf.distribute` strategy (no all-reduce in `apply`).
+  """
 
   def update_step(self, gradient, variable, learning_rate):
     if keras.backend.backend() != "tensorflow" or self.amsgrad:
