@@ -9,7 +9,7 @@
 #   greedy           constrained greedy decoding of the averaged checkpoints
 #   paper            the paper's search: unconstrained, beam 21, alpha 0.3, input + 300
 #
-#   bash scripts/parsing_recipe.sh                                  # the README's main row
+#   bash scripts/parsing_recipe.sh                                  # docs/parsing.md's dev table
 #   PROBLEM=parsing_english_ptb16k_xx OUT=runs/parsing_xx bash scripts/parsing_recipe.sh
 #                                              # XX leaves: the paper-faithful setting's model
 #   TRAIN_MINUTES=5 OUT=runs/parsing_quick bash scripts/parsing_recipe.sh          # a smoke run

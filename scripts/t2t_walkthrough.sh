@@ -3,7 +3,7 @@
 # command names changed (t2t-X -> t2t-lite-X), on Multi30k EN-DE read from local files
 # (--raw_data_dir) instead of WMT, and a short run: TRAIN_STEPS (default 100) of transformer_tiny
 # instead of T2T's 250,000-step default with transformer_base_single_gpu (HPARAMS=... changes it).
-# Every command is echoed before it runs, so the output is the transcript the README shows.
+# Every command is echoed before it runs, so the output is the transcript docs/t2t-users.md shows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . .venv/bin/activate

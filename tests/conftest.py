@@ -59,7 +59,7 @@ def worker_envs():
 @pytest.fixture(scope="session")
 def shared_data():
   if not SHARED_DATA.is_dir():
-    pytest.skip(f"real corpora not found at {SHARED_DATA} (see README, 'Data')")
+    pytest.skip(f"real corpora not found at {SHARED_DATA} (see docs/data.md)")
   return SHARED_DATA
 
 

@@ -51,7 +51,7 @@ def add_problem_flags(parser):
                       help="where the problem keeps its vocabulary and prepared data")
   parser.add_argument("--raw_data_dir", default=None,
                       help="read the problem's parallel text from local files in this directory "
-                           "instead of downloading (see README, 'Data')")
+                           "instead of downloading (see docs/data.md)")
   add_tmp_dir_flag(parser)
   add_usr_dir_flag(parser)
   add_bool(parser, "registry_help", "list problems and hparams sets, then exit")
