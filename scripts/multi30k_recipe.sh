@@ -22,7 +22,7 @@ else
   RAW_FLAG=()
   RAW="$DATA/multi30k"
 fi
-bash scripts/setup.sh
+bash scripts/setup.sh runtime
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 start=$(date +%s)

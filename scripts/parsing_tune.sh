@@ -21,7 +21,7 @@ AVERAGE=${AVERAGE:-5}
 DECODES=${DECODES:-beam_size=1;beam_size=8,alpha=0.6}
 USR=()
 [ -n "${USR_DIR:-}" ] && USR=(--t2t_usr_dir="$USR_DIR")
-bash scripts/setup.sh
+bash scripts/setup.sh runtime
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 
