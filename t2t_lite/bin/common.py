@@ -195,4 +195,9 @@ def parse_args(parser, argv=None):
 
 
 def parser(description):
-  return argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+  """A command's parser: T2T's help format, and `--verbose` (read before TensorFlow loads, by
+  t2t_lite.bin.quiet)."""
+  p = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+  add_bool(p, "verbose", "show TensorFlow's start-up lines on stderr (oneDNN, CUDA, CPU features), "
+           "hidden by default; T2T_LITE_VERBOSE=1 does the same")
+  return p
