@@ -194,6 +194,13 @@ def parse_args(parser, argv=None):
   return args
 
 
+def add_t2t_flags(parser, command):
+  """T2T's flags of `command` that `parser` does not define (t2t_lite/bin/t2t_flags.py): call it
+  last, after the command's own flags."""
+  from t2t_lite.bin import t2t_flags
+  t2t_flags.add(parser, command)
+
+
 def parser(description):
   """A command's parser: T2T's help format, and `--verbose` (read before TensorFlow loads, by
   t2t_lite.bin.quiet)."""

@@ -95,6 +95,7 @@ def build_parser(argv=None):
   p.add_argument("--cloud_tpu_name", default=f"{os.environ.get('USER', 'user')}-tpu",
                  help="with --use_tpu: the Cloud TPU's name (T2T's default: $USER-tpu)")
   common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training")
+  common.add_t2t_flags(p, "trainer")  # T2T's other flags, last
   return p
 
 
