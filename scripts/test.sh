@@ -5,9 +5,10 @@
 # others gave; the exit status is non-zero if any failed.
 # Usage: bash scripts/test.sh [extra pytest args]
 # Two pytest workers (pytest-xdist; a file's tests stay on one worker, so its fixtures are built
-# once): most tests keep only one core busy. On 2 cores (AMD EPYC) the suite took 20 min 18 s this
-# way (TensorFlow pass 17:26, JAX pass 2:52) against about 24 min serially.
-# TEST_WORKERS=0 runs serially.
+# once): most tests keep only one core busy. On 2 cores (AMD EPYC, AVX2; 2026-11-23) the suite
+# took 20 min 18 s this way (TensorFlow pass 17:26, JAX pass 2:52) against about 24 min serially.
+# TEST_WORKERS=0 runs serially. `bash scripts/test.sh -m "not slow"` is the fast subset
+# (docs/testing.md).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
