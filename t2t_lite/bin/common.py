@@ -29,7 +29,8 @@ def usage_errors():
     raise SystemExit(2) from None
 
 
-def _bool(text):
+def parse_bool(text):
+  """T2T's (absl's) boolean values: true/false, 1/0, yes/no, t/f, y/n."""
   lowered = str(text).strip().lower()
   if lowered in ("true", "1", "yes", "t", "y"):
     return True
@@ -38,9 +39,12 @@ def _bool(text):
   raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+_bool = parse_bool   # (its earlier name)
+
+
 def add_bool(parser, name, help, default=False):
   """A boolean flag in T2T's (absl's) forms: `--name`, `--name=true|false`, `--noname`."""
-  parser.add_argument(f"--{name}", nargs="?", const=True, default=default, type=_bool,
+  parser.add_argument(f"--{name}", nargs="?", const=True, default=default, type=parse_bool,
                       metavar="BOOL", help=help)
   parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
 

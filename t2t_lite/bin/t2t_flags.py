@@ -20,6 +20,8 @@ import dataclasses
 import os
 import sys
 
+from t2t_lite.bin import common
+
 
 @dataclasses.dataclass(frozen=True)
 class T2TFlag:
@@ -201,16 +203,9 @@ def flags_for(command):
 
 
 def _parse(kind, text, name):
-  if kind is bool:
-    lowered = str(text).strip().lower()
-    if lowered in ("true", "1", "yes", "t", "y"):
-      return True
-    if lowered in ("false", "0", "no", "f", "n"):
-      return False
-    raise argparse.ArgumentTypeError(f"--{name}: expected true or false, got {text!r}")
   try:
-    return kind(text)
-  except ValueError:
+    return common.parse_bool(text) if kind is bool else kind(text)
+  except (ValueError, argparse.ArgumentTypeError):
     raise argparse.ArgumentTypeError(f"--{name}: expected {kind.__name__}, got {text!r}") from None
 
 
