@@ -83,6 +83,13 @@ def test_test_script_runs_every_pass_and_fails_if_any_failed(tmp_path):
   assert [c.split()[:2] for c in calls] == [["ruff", "check"], ["python", "tensorflow"], ["python", "jax"]]
   assert calls[-1].endswith("-m backend_independent tests -k x")
   assert result.returncode != 0 and "TensorFlow pass" in result.stderr
+  # The fast subset: the marker reaches both passes, the JAX pass keeping its own.
+  log.unlink()
+  subprocess.run(["bash", str(tmp_path / "scripts" / "test.sh")], capture_output=True, text=True,
+                 timeout=60, env=dict(os.environ, TEST_MARKER="not slow"))
+  calls = log.read_text().splitlines()
+  assert "-m not slow tests" in calls[1]
+  assert calls[2].endswith("-m backend_independent and (not slow) tests")
 
 
 @pytest.mark.parametrize("command", sorted(CONSOLE_SCRIPTS))
