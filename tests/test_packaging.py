@@ -3,6 +3,7 @@ from anywhere and every console script of pyproject.toml; the runtime requiremen
 test-only package; the setup script installs the runtime alone for the quickstart and the test
 extra for the tests."""
 
+import importlib.metadata
 import importlib.util
 import os
 import pathlib
@@ -37,6 +38,13 @@ CHECK = ("import t2t_lite.problems, t2t_lite.hparams, importlib.util, sys; "
          "print(t2t_lite.__file__)")
 
 
+def _setuptools_at_least(major):
+  try:
+    return int(importlib.metadata.version("setuptools").split(".")[0]) >= major
+  except importlib.metadata.PackageNotFoundError:
+    return False
+
+
 def test_installed_environment_imports_from_another_directory(tmp_path):
   """The environment running the tests (an editable install in scripts/setup.sh)."""
   result = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True)
@@ -45,7 +53,9 @@ def test_installed_environment_imports_from_another_directory(tmp_path):
 
 def test_regular_install_maps_problems_and_hparams_into_the_package(tmp_path):
   target = tmp_path / "site"
-  isolation = [] if importlib.util.find_spec("setuptools") is None else ["--no-build-isolation"]
+  # The environment's setuptools builds it when it is new enough for pyproject.toml's
+  # build-system requirement (PEP 639 license metadata); else pip fetches one in isolation.
+  isolation = ["--no-build-isolation"] if _setuptools_at_least(77) else []
   build = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", *isolation,
                           "--target", str(target), REPO], capture_output=True, text=True, timeout=600)
   assert build.returncode == 0, build.stderr
