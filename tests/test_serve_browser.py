@@ -9,6 +9,7 @@ docs/images/serve_page.png with T2T_LITE_UPDATE_SCREENSHOT=1 (the picture docs/s
 
 import os
 import pathlib
+import re
 import shutil
 
 import numpy as np
@@ -139,7 +140,38 @@ def parsing_backend(shared_data, tmp_path_factory):
   return backends.ModelDirBackend(str(root / "model"), decode, (1, 2)), problem
 
 
-def test_parsing_model_shows_its_tree(browser, parsing_backend):
+def test_parsing_tree_endpoint(parsing_backend):
+  """/api/tree without a browser: the repaired tree over the input words, as parse evaluation
+  reads a decoded line (`linearize.tree_from_linearized`)."""
+  from starlette.testclient import TestClient
+
+  from t2t_lite.parsing import linearize
+  backend, problem = parsing_backend
+  sentences = [source for source, _ in problem.text_pairs("dev")[:2]]
+  with TestClient(app_lib.create_app(backend, "parser", BatchingOptions(max_batch_size=2))) as client:
+    info = client.get("/api/info").json()
+    assert info["parsing"] is True and info["problem"] == "parsing_english_ptb8k_tags"
+    outputs = client.post("/v1/models/parser:predict", json={"instances": sentences}).json()
+    outputs = [p["translations"] for p in outputs["predictions"]]
+    assert outputs == backend.translator.translate(sentences)
+    for sentence, output in zip(sentences, outputs):
+      served = client.post("/api/tree", json={"source": sentence, "output": output}).json()
+      expected = linearize.tree_from_linearized(output, sentence, leaf_tags=True)
+      assert served["ptb"] == str(expected.tree) and served["repairs"] == list(expected.repairs)
+      words = []
+      stack = [served["tree"]]
+      while stack:
+        node = stack.pop()
+        if "word" in node:
+          words.append(node["word"])
+        else:
+          stack.extend(reversed(node["children"]))
+      assert words == sentence.split()
+    malformed = client.post("/api/tree", json={"source": sentences[0], "output": "(S (NP XX"}).json()
+    assert "unclosed" in malformed["repairs"]
+
+
+def test_parsing_model_shows_its_tree(browser, parsing_backend, tmp_path):
   from t2t_lite.parsing import linearize
   backend, problem = parsing_backend
   sentence = problem.text_pairs("dev")[0][0]
@@ -153,6 +185,8 @@ def test_parsing_model_shows_its_tree(browser, parsing_backend):
     words = [t.text for t in css(browser, "#tree svg text.word")]
     labels = [t.text for t in css(browser, "#tree svg text.label")]
     assert words == sentence.split() == expected.tree.leaves()
-    assert labels[0] == expected.tree.label
-    assert len(labels) == str(expected.tree).count("(")          # one label per constituent
+    assert labels == re.findall(r"\((\S+)", str(expected.tree))   # every constituent, in order
     wait(browser, lambda d: css(d, "#tree-ptb")[0].text.startswith(str(expected.tree)))
+    browser.save_screenshot(str(tmp_path / "serve_parse_tree.png"))
+    if os.environ.get("T2T_LITE_UPDATE_SCREENSHOT") == "1":
+      shutil.copy(tmp_path / "serve_parse_tree.png", REPO / "docs" / "images" / "serve_parse_tree.png")

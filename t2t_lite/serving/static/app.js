@@ -132,7 +132,6 @@ async function showAttention(row) {
     $("layer").value = String(layers - 1);
     $("head").add(new Option("average of heads", "mean"));
     for (let h = 0; h < heads; h++) $("head").add(new Option(String(h + 1), String(h)));
-    $("attention-note").textContent = "";
     drawHeatmap();
   } catch (error) {
     $("attention-note").textContent = `attention: ${error.message}`;
@@ -155,6 +154,10 @@ function color(weight) {   // white -> dark blue
 function drawHeatmap() {
   const data = state.attention;
   const weights = weightsOf(Number($("layer").value), $("head").value);
+  // Colours span 0 to the largest weight shown (averaged heads are flatter than single ones).
+  const largest = Math.max(1e-6, ...weights.map((row) => Math.max(...row)));
+  $("attention-note").textContent =
+    `white: 0, darkest blue: ${largest.toFixed(3)} (the largest weight shown); hover a cell for its weight`;
   const table = $("heatmap");
   table.textContent = "";
   const head = table.createTHead().insertRow();
@@ -175,7 +178,7 @@ function drawHeatmap() {
     data.source_tokens.forEach((sourceToken, s) => {
       const td = tr.insertCell();
       td.className = "cell";
-      td.style.backgroundColor = color(weights[t][s]);
+      td.style.backgroundColor = color(weights[t][s] / largest);
       td.dataset.weight = weights[t][s].toFixed(4);
       td.title = `${token} \u2192 ${sourceToken}: ${weights[t][s].toFixed(3)}`;
     });
@@ -205,24 +208,30 @@ function drawTree(tree) {
   const levelHeight = 46, charWidth = 7.5, gap = 14;
   let x = 10, depth = 0;
   // Leaves left to right; a constituent sits centred above its children.
-  function layout(node, level) {
+  function layout(node, level, parentLabel) {
     depth = Math.max(depth, level);
-    if (node.word !== undefined) {
-      const width = Math.max(node.word.length * charWidth, 16);
+    if (node.word !== undefined) {   // as wide as the word or its tag above it
+      const width = Math.max(Math.max(node.word.length, parentLabel.length) * charWidth, 16);
       const placed = { text: node.word, cls: "word", x: x + width / 2, level, children: [] };
       x += width + gap;
       return placed;
     }
-    const children = node.children.map((child) => layout(child, level + 1));
+    const children = node.children.map((child) => layout(child, level + 1, node.label));
     const cx = children.length ? (children[0].x + children[children.length - 1].x) / 2 : (x += 30);
     return { text: node.label, cls: "label", x: cx, level, children };
   }
-  const root = layout(tree, 0);
+  const root = layout(tree, 0, "");
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("width", String(Math.max(x, 100)));
   svg.setAttribute("height", String((depth + 1) * levelHeight + 10));
   const y = (node) => node.cls === "word" ? depth * levelHeight + 25 : node.level * levelHeight + 25;
-  (function draw(node) {
+  (function draw(node) {   // pre-order: a label before its constituents, as in the PTB string
+    const text = document.createElementNS(NS, "text");
+    text.setAttribute("x", node.x); text.setAttribute("y", y(node));
+    text.setAttribute("text-anchor", "middle");
+    text.setAttribute("class", node.cls);
+    text.textContent = node.text;
+    svg.appendChild(text);
     for (const child of node.children) {
       const line = document.createElementNS(NS, "line");
       line.setAttribute("x1", node.x); line.setAttribute("y1", y(node) + 5);
@@ -230,12 +239,6 @@ function drawTree(tree) {
       svg.appendChild(line);
       draw(child);
     }
-    const text = document.createElementNS(NS, "text");
-    text.setAttribute("x", node.x); text.setAttribute("y", y(node));
-    text.setAttribute("text-anchor", "middle");
-    text.setAttribute("class", node.cls);
-    text.textContent = node.text;
-    svg.appendChild(text);
   })(root);
   $("tree").appendChild(svg);
 }
