@@ -187,6 +187,7 @@ def test_parsing_model_shows_its_tree(browser, parsing_backend, tmp_path):
     assert words == sentence.split() == expected.tree.leaves()
     assert labels == re.findall(r"\((\S+)", str(expected.tree))   # every constituent, in order
     wait(browser, lambda d: css(d, "#tree-ptb")[0].text.startswith(str(expected.tree)))
+    browser.execute_script("document.getElementById('nbest').scrollIntoView()")
     browser.save_screenshot(str(tmp_path / "serve_parse_tree.png"))
     if os.environ.get("T2T_LITE_UPDATE_SCREENSHOT") == "1":
       shutil.copy(tmp_path / "serve_parse_tree.png", REPO / "docs" / "images" / "serve_parse_tree.png")

@@ -205,22 +205,24 @@ async function showTree(row) {
 
 function drawTree(tree) {
   const NS = "http://www.w3.org/2000/svg";
-  const levelHeight = 46, charWidth = 7.5, gap = 14;
+  const levelHeight = 40, charWidth = 9, gap = 12;   // charWidth: a bold capital at 13px
   let x = 10, depth = 0;
   // Leaves left to right; a constituent sits centred above its children.
-  function layout(node, level, parentLabel) {
+  // `above`: the longest label of the chain of single-child constituents right above `node`.
+  function layout(node, level, above) {
     depth = Math.max(depth, level);
-    if (node.word !== undefined) {   // as wide as the word or its tag above it
-      const width = Math.max(Math.max(node.word.length, parentLabel.length) * charWidth, 16);
+    if (node.word !== undefined) {   // as wide as the word or the labels stacked above it
+      const width = Math.max(Math.max(node.word.length, above) * charWidth, 16);
       const placed = { text: node.word, cls: "word", x: x + width / 2, level, children: [] };
       x += width + gap;
       return placed;
     }
-    const children = node.children.map((child) => layout(child, level + 1, node.label));
+    const chain = node.children.length === 1 ? Math.max(above, node.label.length) : 0;
+    const children = node.children.map((child) => layout(child, level + 1, chain));
     const cx = children.length ? (children[0].x + children[children.length - 1].x) / 2 : (x += 30);
     return { text: node.label, cls: "label", x: cx, level, children };
   }
-  const root = layout(tree, 0, "");
+  const root = layout(tree, 0, 0);
   const svg = document.createElementNS(NS, "svg");
   svg.setAttribute("width", String(Math.max(x, 100)));
   svg.setAttribute("height", String((depth + 1) * levelHeight + 10));
