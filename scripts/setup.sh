@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 WHAT=${1:-test}
 case "$WHAT" in
-  test) target=".[test]"; check_modules="jax, pytest, xdist, keras_hub, ctranslate2, mkdocs, torch, transformers"
+  test) target=".[test]"; check_modules="jax, pytest, xdist, keras_hub, ctranslate2, mkdocs, torch, transformers, httpx, selenium"
         commands=ruff ;;
   runtime) target="."; check_modules=""; commands="" ;;
   *) echo "usage: $0 [test|runtime]" >&2; exit 2 ;;
@@ -26,9 +26,14 @@ missing=0
 for command in $commands $(sed -n 's/^\(t2t-lite-[a-z-]*\) = .*/\1/p' pyproject.toml); do
   command -v "$command" >/dev/null || missing=1
 done
-check="import t2t_lite, tensorflow, tensorflow_text, sacrebleu, sentencepiece${check_modules:+, $check_modules}"
+check="import t2t_lite, tensorflow, tensorflow_text, sacrebleu, sentencepiece, starlette, uvicorn${check_modules:+, $check_modules}"
 if ! python -c "$check" 2>/dev/null || [ "$missing" = 1 ]; then
   echo "installing t2t_lite ($WHAT) into .venv"
   python -m pip install --upgrade pip "setuptools>=77"
   python -m pip install -e "$target"
+fi
+# The serve page's browser test drives Debian's Chromium and its driver (apt, as root; a no-op when
+# both are there).
+if [ "$WHAT" = test ]; then
+  bash scripts/install_browser.sh
 fi

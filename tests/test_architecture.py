@@ -23,6 +23,7 @@ LAYERS = (
     ("t2t_lite.training", "t2t_lite.importers"),  # importers write a model dir at step 0
     ("t2t_lite.decoding",),
     ("t2t_lite.export",),
+    ("t2t_lite.serving",),         # t2t-lite-serve's server: batching, backends, the web page
     ("t2t_lite.bin",),             # the commands
 )
 # Folders installed under another name (setup.py's package_dir).

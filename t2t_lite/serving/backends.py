@@ -1,0 +1,229 @@
+"""What decodes a batch for the server: a model directory or an exported SavedModel.
+
+Both answer `decode(sentences) -> [[(text, score), ...] per sentence]`: every hypothesis of the
+search, best first (beam_size of them; 1 for greedy and sampling), the SavedModel's `nbest`
+signature's outputs; the first is `serving_default`'s. An empty (or all-whitespace) sentence gets
+beams of ("", 0.0), as the SavedModel gives it.
+
+- `ModelDirBackend` translates with the project's `Translator` (what `t2t-lite-decoder` runs),
+  pads each batch to one of the allowed batch sizes (so the search is traced for a few shapes
+  only), and gives the web page what the SavedModel cannot: the encoder-decoder attention of a
+  translation, and the tree of a parsing model's output.
+- `SavedModelBackend` runs the `nbest` signature of a SavedModel written by `t2t-lite-exporter`
+  (loading needs tensorflow and tensorflow-text, as TF Serving would).
+"""
+
+import json
+import os
+import re
+import sys
+import threading
+
+import numpy as np
+
+from t2t_lite import model_dir
+from t2t_lite.decoding import attention_pictures
+from t2t_lite.decoding.translator import encode_sources, load_translator
+from t2t_lite.export.saved_model import DECODE_HPARAMS_FILE
+from t2t_lite.hparams import DecodeHParams
+from t2t_lite.token_ids import EOS_ID
+
+SIGNATURES = ("serving_default", "nbest")
+INPUT_NAME = "text"
+OUTPUT_NAMES = ("translations", "scores")
+
+
+class BackendError(ValueError):
+  """A request the backend cannot answer (HTTP 400): the message says why."""
+
+
+class UnsupportedError(BackendError):
+  """A feature this backend does not have (HTTP 501), e.g. attention from a SavedModel."""
+
+
+def num_beams(decode_hparams: DecodeHParams) -> int:
+  return decode_hparams.beam_size if decode_hparams.beam_size > 1 else 1
+
+
+def _signature_defs(beams):
+  """TF Serving's JSON of the two signatures (`GetModelMetadataResponse`), with the shapes of
+  the exported ones: text [-1]; translations and scores [-1], and [-1, beams] for nbest."""
+  def tensor(dtype, sizes):
+    return {"dtype": dtype, "tensor_shape": {"dim": [{"size": str(size), "name": ""} for size in sizes],
+                                             "unknown_rank": False}, "name": ""}
+  return {name: {"inputs": {INPUT_NAME: tensor("DT_STRING", [-1])},
+                 "outputs": {"translations": tensor("DT_STRING", sizes),
+                             "scores": tensor("DT_FLOAT", sizes)},
+                 "method_name": "tensorflow/serving/predict"}
+          for name, sizes in (("serving_default", [-1]), ("nbest", [-1, beams]))}
+
+
+class ModelDirBackend:
+  """A trained model directory, decoded with `Translator`.
+
+  Args:
+    output_dir: the trainer's (or importer's) model directory.
+    decode_hparams: the decode settings (beam size, alpha, extra length, ...).
+    batch_sizes: the padded batch sizes (`BatchingOptions.batch_sizes`): a batch of n sentences
+      is decoded as the smallest size >= n, filled with one-token sources whose results are
+      dropped.
+    checkpoint_path: default: the latest checkpoint.
+  """
+
+  kind = "model_dir"
+
+  def __init__(self, output_dir: str, decode_hparams: DecodeHParams, batch_sizes=(1,),
+               checkpoint_path: str | None = None):
+    self.batch_sizes = tuple(batch_sizes)
+    self.decode_hparams = decode_hparams
+    # Translator batches by decode_hparams.batch_size: the largest padded size is one batch.
+    self.translator, self.checkpoint_path = load_translator(
+        output_dir, decode_hparams.replace(batch_size=max(self.batch_sizes)), checkpoint_path)
+    self.translator.warn = lambda message: print(message, file=sys.stderr, flush=True)
+    self.vocab = self.translator.vocab
+    self.num_beams = num_beams(decode_hparams)
+    # TF Serving's versions are numbers: the checkpoint's (ckpt-1000 -> "1000").
+    digits = re.findall(r"\d+", os.path.basename(self.checkpoint_path))
+    self.version = digits[-1] if digits else "1"
+    self.problem = model_dir.find_problem(model_dir.read_record(output_dir)["problem"])
+    self.parsing = getattr(self.problem, "target_language", None) == "en_tree"
+    self.lock = threading.Lock()  # the model is used by one thread at a time
+
+  def signature_defs(self):
+    return _signature_defs(self.num_beams)
+
+  def decode(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
+    sources = encode_sources(self.vocab, sentences, self.translator.limit, self.translator.warn)
+    filled = [i for i, source in enumerate(sources) if source]
+    results = [[("", 0.0)] * self.num_beams for _ in sentences]
+    if not filled:
+      return results
+    padded = next((size for size in self.batch_sizes if size >= len(filled)), len(filled))
+    batch = [sources[i] for i in filled] + [[EOS_ID]] * (padded - len(filled))
+    with self.lock:
+      beams = self.translator.translate_ids(batch)
+    for i, line_beams in zip(filled, beams):
+      results[i] = [(self.vocab.decode(ids), score) for ids, score in line_beams]
+    return results
+
+  def attention(self, source: str, target: str) -> dict:
+    """The teacher-forced encoder-decoder attention of (source, target): the pieces (EOS as
+    `</s>`) and per layer [heads][target pieces][source pieces] weights."""
+    limit = self.translator.limit
+    for side, text, encode in (("source", source, self.vocab.encode),
+                               ("target", target, getattr(self.vocab, "encode_targets", self.vocab.encode))):
+      length = len(encode(text)) + 1
+      if length > limit:
+        raise BackendError(f"the {side} has {length} pieces (with EOS); the attention view takes at "
+                           f"most {limit}")
+    with self.lock:
+      weights, source_tokens, target_tokens, _ = attention_pictures.attention_for_pair(
+          self.translator.model, self.vocab, source, target)
+    layers = [np.round(np.asarray(layer, np.float64), 4).tolist()
+              for layer in weights["encoder_decoder"]]
+    return {"source_tokens": source_tokens, "target_tokens": target_tokens,
+            "encoder_decoder": layers}
+
+  def tree(self, source: str, output: str) -> dict:
+    """A parsing model's output as a tree over the source words (repaired if malformed)."""
+    if not self.parsing:
+      raise UnsupportedError("this model is not a parsing model; trees are for parsing problems")
+    from t2t_lite.parsing import linearize
+    result = linearize.tree_from_linearized(output, source,
+                                            leaf_tags=self.problem.linearization == "tags")
+    return {"tree": tree_to_json(result.tree), "ptb": str(result.tree), "repairs": list(result.repairs)}
+
+  def describe(self) -> dict:
+    return {"backend": self.kind, "checkpoint": self.checkpoint_path,
+            "problem": getattr(self.problem, "name", None), "parsing": self.parsing,
+            "attention": True, "decode_hparams": json.loads(self.decode_hparams.to_json())}
+
+
+def tree_to_json(tree) -> dict:
+  """{"label", "children": [subtrees or {"word"}]} of a `Tree`."""
+  return {"label": tree.label,
+          "children": [tree_to_json(child) if hasattr(child, "children") else {"word": child}
+                       for child in tree.children]}
+
+
+def latest_version(export_dir: str) -> str:
+  """`export_dir` itself if it holds a SavedModel, else its highest numeric version folder
+  (TF Serving's default version policy)."""
+  if os.path.exists(os.path.join(export_dir, "saved_model.pb")):
+    return export_dir
+  if not os.path.isdir(export_dir):
+    raise BackendError(f"--export_dir={export_dir} does not exist; give an exporter's "
+                       "EXPORT_DIR or EXPORT_DIR/<version>")
+  versions = sorted((name for name in os.listdir(export_dir) if name.isdigit()
+                     and os.path.exists(os.path.join(export_dir, name, "saved_model.pb"))), key=int)
+  if not versions:
+    raise BackendError(f"{export_dir} holds no SavedModel (saved_model.pb) nor numeric version "
+                       "folders with one; write one with t2t-lite-exporter")
+  return os.path.join(export_dir, versions[-1])
+
+
+class SavedModelBackend:
+  """A SavedModel of `t2t-lite-exporter`, decoded with its `nbest` signature.
+
+  Args:
+    export_dir: EXPORT_DIR/<version>, or EXPORT_DIR (its highest version is served).
+  """
+
+  kind = "saved_model"
+  parsing = False
+
+  def __init__(self, export_dir: str):
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  registers the SentencePiece ops of the graph
+    self.path = latest_version(export_dir)
+    name = os.path.basename(os.path.normpath(self.path))
+    self.version = name if name.isdigit() else "1"
+    self._tf = tf
+    self._loaded = tf.saved_model.load(self.path)
+    missing = [name for name in SIGNATURES if name not in self._loaded.signatures]
+    if missing:
+      raise BackendError(f"{self.path} has no {missing} signature(s); export it with "
+                         "t2t-lite-exporter (signatures serving_default and nbest)")
+    self._nbest = self._loaded.signatures["nbest"]
+    hparams_file = os.path.join(self.path, "assets.extra", DECODE_HPARAMS_FILE)
+    self.decode_hparams = None
+    if os.path.exists(hparams_file):
+      with open(hparams_file, encoding="utf-8") as f:
+        self.decode_hparams = json.load(f)
+
+  def signature_defs(self):
+    """The SavedModel's own signature defs, as TF Serving's metadata API prints them."""
+    from tensorflow.core.protobuf import saved_model_pb2
+    proto = saved_model_pb2.SavedModel()
+    with open(os.path.join(self.path, "saved_model.pb"), "rb") as f:
+      proto.ParseFromString(f.read())
+    return {name: _message_to_dict(signature)
+            for name, signature in sorted(proto.meta_graphs[0].signature_def.items())}
+
+  def decode(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
+    out = self._nbest(text=self._tf.constant(sentences, self._tf.string))
+    texts, scores = out["translations"].numpy(), out["scores"].numpy()
+    return [[(t.decode("utf-8"), float(s)) for t, s in zip(row_texts, row_scores)]
+            for row_texts, row_scores in zip(texts, scores)]
+
+  def attention(self, source, target):
+    raise UnsupportedError("a SavedModel holds the search graph only; serve the model directory "
+                      "(--output_dir) to see attention weights")
+
+  def tree(self, source, output):
+    raise UnsupportedError("trees are shown for parsing model directories (--output_dir)")
+
+  def describe(self) -> dict:
+    return {"backend": self.kind, "path": self.path, "problem": None, "parsing": False,
+            "attention": False, "decode_hparams": self.decode_hparams}
+
+
+def _message_to_dict(message):
+  """A proto as TF Serving's JSON prints it: field names as in the proto, defaults included."""
+  from google.protobuf import json_format
+  try:
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     always_print_fields_with_no_presence=True)
+  except TypeError:  # protobuf < 5.26 names the option differently
+    return json_format.MessageToDict(message, preserving_proto_field_name=True,
+                                     including_default_value_fields=True)

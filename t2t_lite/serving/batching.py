@@ -1,0 +1,171 @@
+"""Dynamic batching: sentences of concurrent requests decoded together, each answer to its caller.
+
+TF Serving's batching options, with their names and meanings (TF Serving's
+`--batching_parameters_file`):
+
+- `max_batch_size`: the most sentences decoded in one batch;
+- `batch_timeout_micros`: how long the first sentence of a batch that is not full waits for
+  others before the batch is decoded anyway;
+- `max_enqueued_batches`: the queue holds at most this many full batches of waiting sentences;
+  a request that does not fit is refused at once (`OverloadedError`, HTTP 503), never left to hang;
+- `allowed_batch_sizes`: batches are padded up to the next of these sizes (the backend's job), so
+  the search graph is traced for a few batch shapes only.
+
+One worker thread decodes (TensorFlow runs its ops on all cores already); the event loop only
+waits on futures. A request's sentences are queued together and in order, so a request is never
+split over more batches than its size needs, and each sentence's future gets its own result.
+"""
+
+import collections
+import concurrent.futures
+import dataclasses
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+
+class OverloadedError(Exception):
+  """The queue is full: the request is refused (HTTP 503)."""
+
+
+class QueueClosedError(Exception):
+  """The server is shutting down and takes no new requests (HTTP 503)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BatchingOptions:
+  """TF Serving's batching parameters (see the module docstring)."""
+  max_batch_size: int = 32
+  batch_timeout_micros: int = 5000
+  max_enqueued_batches: int = 16
+  allowed_batch_sizes: tuple[int, ...] = ()   # empty: powers of two up to max_batch_size
+
+  def __post_init__(self):
+    if self.max_batch_size < 1:
+      raise ValueError(f"max_batch_size must be >= 1, got {self.max_batch_size}")
+    if self.batch_timeout_micros < 0:
+      raise ValueError(f"batch_timeout_micros must be >= 0, got {self.batch_timeout_micros}")
+    if self.max_enqueued_batches < 1:
+      raise ValueError(f"max_enqueued_batches must be >= 1, got {self.max_enqueued_batches}")
+    sizes = self.allowed_batch_sizes
+    if sizes and (list(sizes) != sorted(set(sizes)) or sizes[0] < 1 or sizes[-1] != self.max_batch_size):
+      raise ValueError(f"allowed_batch_sizes must increase, start at >= 1 and end with "
+                       f"max_batch_size={self.max_batch_size} (TF Serving's rule), got {list(sizes)}")
+
+  @property
+  def batch_sizes(self) -> tuple[int, ...]:
+    """The padded batch sizes: `allowed_batch_sizes`, or 1, 2, 4, ... up to max_batch_size."""
+    if self.allowed_batch_sizes:
+      return tuple(self.allowed_batch_sizes)
+    sizes, size = [], 1
+    while size < self.max_batch_size:
+      sizes.append(size)
+      size *= 2
+    return tuple(sizes + [self.max_batch_size])
+
+  def padded_size(self, n: int) -> int:
+    """The smallest batch size >= n."""
+    return next(size for size in self.batch_sizes if size >= n)
+
+  @property
+  def capacity(self) -> int:
+    """The most sentences waiting in the queue."""
+    return self.max_batch_size * self.max_enqueued_batches
+
+
+class BatchQueue:
+  """Queues sentences and decodes them in batches on one worker thread.
+
+  Args:
+    decode: `decode(sentences) -> results`, one result per sentence, in order; called on the
+      worker thread with at most `options.max_batch_size` sentences. An exception fails the
+      futures of that batch only.
+    options: `BatchingOptions`.
+    clock: seconds, monotonic (for the batch timeout).
+  """
+
+  def __init__(self, decode: Callable[[list], list], options: BatchingOptions | None = None,
+               clock: Callable[[], float] = time.monotonic):
+    self._decode = decode
+    self.options = options or BatchingOptions()
+    self._clock = clock
+    self._items = collections.deque()    # (sentence, future, enqueue time)
+    self._condition = threading.Condition()
+    self._closed = False
+    self.decoding = 0                    # sentences in the batch being decoded now
+    self.batches = 0                     # batches decoded so far
+    self._worker = threading.Thread(target=self._run, name="t2t-lite-batcher", daemon=True)
+    self._worker.start()
+
+  @property
+  def queued(self) -> int:
+    return len(self._items)
+
+  def submit(self, sentences: Sequence) -> list[concurrent.futures.Future]:
+    """Queues the sentences of one request together; returns one future per sentence.
+
+    Raises:
+      OverloadedError: they do not fit in the queue (nothing is queued).
+      QueueClosedError: `close` was called.
+    """
+    futures = [concurrent.futures.Future() for _ in sentences]
+    with self._condition:
+      if self._closed:
+        raise QueueClosedError("the server is shutting down and takes no new requests")
+      if len(self._items) + len(sentences) > self.options.capacity:
+        raise OverloadedError(
+            f"the server is overloaded: {len(self._items)} sentences are waiting, the queue holds "
+            f"{self.options.capacity} (max_enqueued_batches={self.options.max_enqueued_batches} x "
+            f"max_batch_size={self.options.max_batch_size}); retry later")
+      now = self._clock()
+      self._items.extend((sentence, future, now) for sentence, future in zip(sentences, futures))
+      self._condition.notify_all()
+    return futures
+
+  def close(self, wait: bool = True) -> None:
+    """Takes no new sentences; the worker decodes everything queued, then stops."""
+    with self._condition:
+      self._closed = True
+      self._condition.notify_all()
+    if wait:
+      self._worker.join()
+
+  def _next_batch(self):
+    """Waits for a batch: full, or its first sentence's timeout passed, or closing. None: stop."""
+    timeout = self.options.batch_timeout_micros / 1e6
+    with self._condition:
+      while True:
+        if not self._items:
+          if self._closed:
+            return None
+          self._condition.wait()
+          continue
+        remaining = self._items[0][2] + timeout - self._clock()
+        if len(self._items) >= self.options.max_batch_size or remaining <= 0 or self._closed:
+          break
+        self._condition.wait(remaining)
+      batch = [self._items.popleft()
+               for _ in range(min(len(self._items), self.options.max_batch_size))]
+      self.decoding = len(batch)
+      return batch
+
+  def _run(self):
+    while True:
+      batch = self._next_batch()
+      if batch is None:
+        return
+      live = [(sentence, future) for sentence, future, _ in batch if future.set_running_or_notify_cancel()]
+      try:
+        results = self._decode([sentence for sentence, _ in live]) if live else []
+        if len(results) != len(live):
+          raise RuntimeError(f"the backend returned {len(results)} results for {len(live)} sentences")
+      except BaseException as e:  # noqa: BLE001  each caller gets the error; the worker goes on
+        for _, future in live:
+          future.set_exception(e)
+      else:
+        for (_, future), result in zip(live, results):
+          future.set_result(result)
+      finally:
+        with self._condition:
+          self.decoding = 0
+          self.batches += 1
