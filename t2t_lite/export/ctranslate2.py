@@ -44,13 +44,13 @@ decoding and beam search with alpha=0 rank alike; the json says so beside the va
 
 import json
 import os
-import shutil
 
 import numpy as np
 
 from t2t_lite import model_dir
 from t2t_lite.data import vocab as vocab_lib
 from t2t_lite.decoding.translator import source_limit
+from t2t_lite.export.saved_model import written_atomically
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID, UNK_ID
 
@@ -107,7 +107,9 @@ def sentencepiece_models(vocab) -> dict[str, bytes]:
   return {SOURCE_SPM: vocab.model_proto, TARGET_SPM: vocab.model_proto}
 
 
-def _converter_class():
+def converter(model, pieces: list[str]):
+  """A `ctranslate2.converters.Converter` of a restored Transformer and its vocabulary's pieces:
+  `converter(model, pieces).convert(directory, quantization=...)` writes the model."""
   from ctranslate2.converters.converter import Converter  # pylint: disable=import-outside-toplevel
 
   class T2TLiteConverter(Converter):
@@ -119,7 +121,7 @@ def _converter_class():
     def _load(self):
       return transformer_spec(self._model, self._pieces)
 
-  return T2TLiteConverter
+  return T2TLiteConverter(model, pieces)
 
 
 def transformer_spec(model, pieces: list[str]):
@@ -263,18 +265,12 @@ def export(output_dir: str, export_dir: str, quantization: str = "float32",
   parent = os.path.dirname(os.path.abspath(export_dir))
   os.makedirs(parent, exist_ok=True)
   tmp = os.path.join(parent, f".tmp-{os.path.basename(export_dir)}-{os.getpid()}")
-  try:
-    _converter_class()(model, pieces).convert(tmp, quantization=quantization, force=True)
+  with written_atomically(export_dir, tmp):
+    converter(model, pieces).convert(tmp, quantization=quantization, force=True)
     for name, data in sentencepiece_models(vocab).items():
       with open(os.path.join(tmp, name), "wb") as f:
         f.write(data)
     with open(os.path.join(tmp, DECODE_FILE), "w", encoding="utf-8") as f:
       json.dump(decode_record(decode_hparams, model.config.max_position, quantization), f, indent=2)
-    if os.path.exists(export_dir):
-      shutil.rmtree(export_dir)
-    os.replace(tmp, export_dir)
-  finally:
-    if os.path.exists(tmp):
-      shutil.rmtree(tmp, ignore_errors=True)
   print(f"exported {output_dir} to {export_dir} (CTranslate2, {quantization})", flush=True)
   return export_dir

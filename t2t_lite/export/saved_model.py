@@ -26,6 +26,7 @@ The export is written to a temporary folder beside `export_dir/<version>` and re
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
 """
 
+import contextlib
 import os
 import shutil
 import time
@@ -124,6 +125,20 @@ class TranslationModule(tf.Module):
             "scores": tf.where(nonempty[:, None], scores, tf.zeros_like(scores))}
 
 
+@contextlib.contextmanager
+def written_atomically(final: str, tmp: str):
+  """Yields `tmp`, a folder to write an export into; renamed to `final` (replacing it) when the
+  block succeeds, removed when it fails, so `final` is never half-written."""
+  try:
+    yield tmp
+    if os.path.exists(final):
+      shutil.rmtree(final)
+    os.replace(tmp, final)
+  finally:
+    if os.path.exists(tmp):
+      shutil.rmtree(tmp, ignore_errors=True)
+
+
 def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | None = None,
            checkpoint_path: str | None = None, version: int | str | None = None) -> str:
   """Exports the model in `output_dir` to `export_dir/<version>`; returns that path.
@@ -155,17 +170,12 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   module = TranslationModule(model, tokenizer, decode_hparams,
                              model_dir.decode_constraint(output_dir, vocab, decode_hparams))
   os.makedirs(export_dir, exist_ok=True)
-  tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-  try:
+  with written_atomically(final, os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")) as tmp:
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve,
                                                  "nbest": module.serve_nbest})
     # What the graph decodes with, for people and tools (TF Serving ignores assets.extra).
     os.makedirs(os.path.join(tmp, "assets.extra"))
     with open(os.path.join(tmp, "assets.extra", DECODE_HPARAMS_FILE), "w", encoding="utf-8") as f:
       f.write(decode_hparams.to_json())
-    os.replace(tmp, final)
-  finally:
-    if os.path.exists(tmp):
-      shutil.rmtree(tmp, ignore_errors=True)
   print(f"exported {output_dir} to {final}", flush=True)
   return final
