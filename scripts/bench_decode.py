@@ -30,9 +30,12 @@ or not.
 """
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
+import time
 
 # First: it sets TensorFlow's environment before TensorFlow is imported.
 from benchmarking import build_model, interleaved
@@ -45,7 +48,7 @@ from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID
 
 SMOKE = ["--shapes", "tiny", "--batches", "1", "--length", "4", "--repeats", "1", "--rounds", "1",
-         "--min_seconds", "0", "--bandwidth_gib", "0.01", "--no_ctranslate2"]
+         "--min_seconds", "0", "--bandwidth_gib", "0.01"]
 UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
 
 
@@ -67,6 +70,9 @@ class NoEos:
 
   def init_cache(self, *args):
     return self.model.init_cache(*args)
+
+  def __getattr__(self, name):  # weights, config, ... (what an export reads)
+    return getattr(self.model, name)
 
   def output_projection(self):
     return self.model.output_projection()
@@ -113,65 +119,117 @@ def uncached_whole_model(model, length):
   return run
 
 
-def ctranslate2_twin(model, directory):
-  """Writes `model`'s weights as a CTranslate2 model (pre-norm TransformerSpec); returns its path.
+TOKENS = ("<s>", "</s>", "<unk>")  # ids 0, 1, 2 of the benchmark's CTranslate2 vocabulary
 
-  The same random weights, so both engines do the same arithmetic: token `t<i>` is our id i,
-  id 0 is the decoder start `<s>` (T2T starts from PAD), id 1 the EOS `</s>`. Our kernels are
-  [in, out]; CTranslate2's linear weights are [out, in], so every kernel is transposed.
-  """
-  from ctranslate2.specs import transformer_spec  # pylint: disable=import-outside-toplevel
-  config = model.config
-  if config.norm_type != "pre" or config.position_encoding != "sinusoid":
-    raise ValueError("The CTranslate2 twin covers the pre-norm, sinusoid sets (tiny, base, big).")
-  weights = {v.path.split("/", 1)[1]: np.asarray(v.numpy(), np.float32) for v in model.weights}
-  spec = transformer_spec.TransformerSpec.from_config(
-      (config.num_encoder_layers, config.num_decoder_layers), config.num_heads, pre_norm=True)
-  spec.config.layer_norm_epsilon = config.layer_norm_epsilon
-  spec.config.decoder_start_token = "<s>"
-  spec.config.add_source_eos = False
-  spec.decoder.start_from_zero_embedding = bool(model.embedding.zero_pad)  # T2T zeroes id 0
 
-  def linear(linear_spec, *names, bias=None):
-    linear_spec.weight = np.ascontiguousarray(np.concatenate([weights[n] for n in names], 1).T)
-    if bias is not None:
-      linear_spec.bias = weights[bias]
-
-  def norm(norm_spec, name):
-    norm_spec.gamma, norm_spec.beta = weights[name + "/gamma"], weights[name + "/beta"]
-
-  table = weights["shared_embedding/embeddings"]
-  zeros = np.zeros((1, 256, config.hidden_size), np.float32)
-  positions = np.asarray(model.position(zeros))[0]                       # [256, d]
-  for side in ("encoder", "decoder"):
-    stack = getattr(spec, side)
-    embeddings = stack.embeddings[0] if isinstance(stack.embeddings, list) else stack.embeddings
-    embeddings.weight = table if side == "decoder" else table.copy()
-    stack.scale_embeddings = True                                         # E[ids] * sqrt(d)
-    stack.position_encodings.encodings = positions
-    norm(stack.layer_norm, f"{side}/final_norm")
-    for i, layer in enumerate(stack.layer):
-      scope = f"{side}/layer_{i}"
-      linear(layer.self_attention.linear[0], f"{scope}/self_attention/qkv_kernel")
-      linear(layer.self_attention.linear[1], f"{scope}/self_attention/output_kernel")
-      norm(layer.self_attention.layer_norm, f"{scope}/self_attention_norm")
-      if side == "decoder":
-        linear(layer.attention.linear[0], f"{scope}/encdec_attention/q_kernel")
-        linear(layer.attention.linear[1], f"{scope}/encdec_attention/kv_kernel")
-        linear(layer.attention.linear[2], f"{scope}/encdec_attention/output_kernel")
-        norm(layer.attention.layer_norm, f"{scope}/encdec_attention_norm")
-      linear(layer.ffn.linear_0, f"{scope}/feed_forward/kernel_1", bias=f"{scope}/feed_forward/bias_1")
-      linear(layer.ffn.linear_1, f"{scope}/feed_forward/kernel_2", bias=f"{scope}/feed_forward/bias_2")
-      norm(layer.ffn.layer_norm, f"{scope}/feed_forward_norm")
-  spec.decoder.projection.weight = table                                  # logits = x E^T
-  tokens = ["<s>", "</s>", "<unk>"] + [f"t{i}" for i in range(3, model.vocab_size)]
-  spec.register_source_vocabulary(tokens)
-  spec.register_target_vocabulary(tokens)
-  spec.validate()
-  spec.optimize("float32")
-  os.makedirs(directory, exist_ok=True)
-  spec.save(directory)
+def ctranslate2_twin(model, directory, quantization="float32"):
+  """Writes `model` with t2t-lite-exporter's converter (`t2t_lite.export.ctranslate2`) as a
+  CTranslate2 model directory; returns its path. Token `t<i>` is our id i; id 0 (`<s>`) is the
+  decoder start (T2T starts from PAD), id 1 (`</s>`) the EOS that CTranslate2 appends to sources."""
+  from t2t_lite.export import ctranslate2 as exporter  # pylint: disable=import-outside-toplevel
+  tokens = list(TOKENS) + [f"t{i}" for i in range(3, model.vocab_size)]
+  exporter.check_convertible(model, DecodeHParams())
+  exporter.converter(model, tokens).convert(directory, quantization=quantization, force=True)
   return directory
+
+
+# A user's process: tensorflow (and tensorflow_text, if installed) only; t2t_lite cannot be
+# imported. It loads a SavedModel, then on each line of stdin translates the lines of a file in
+# batches, in file order, and answers with the seconds and the translations.
+SERVE_WORKER = """
+import json, sys, time
+sys.modules["t2t_lite"] = None
+import tensorflow as tf
+try:
+  import tensorflow_text  # noqa: F401  (SentencePiece ops; a symbol vocabulary needs none)
+except ImportError:
+  pass
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+with open(sys.argv[2], encoding="utf-8") as f:
+  lines = [line.rstrip("\\n") for line in f]
+batch = int(sys.argv[3])
+print(json.dumps({"ready": True}), flush=True)
+for _ in sys.stdin:
+  start, out = time.perf_counter(), []
+  for i in range(0, len(lines), batch):
+    out += [t.decode("utf-8") for t in serve(text=tf.constant(lines[i:i + batch]))["translations"].numpy()]
+  print(json.dumps({"seconds": time.perf_counter() - start, "translations": out}), flush=True)
+"""
+
+
+def clean_environment():
+  """What a user's shell gives a process: no TF_* settings, no PYTHONPATH."""
+  return {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
+
+
+class SavedModelProcess:
+  """The SavedModel in a default process (`SERVE_WORKER`, clean environment); calling it
+  translates `lines_file` once and returns the translations. `startup_seconds`: from the start of
+  the process to the model loaded."""
+
+  def __init__(self, export_path, lines_file, batch):
+    start = time.perf_counter()
+    self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+        [sys.executable, "-c", SERVE_WORKER, export_path, lines_file, str(batch)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env=clean_environment())
+    self._read()
+    self.startup_seconds = time.perf_counter() - start
+
+  def _read(self):
+    line = self.process.stdout.readline()
+    if not line:
+      raise RuntimeError(f"the SavedModel process ended (status {self.process.wait()})")
+    return json.loads(line)
+
+  def __call__(self, _=None):
+    self.process.stdin.write("run\n")
+    self.process.stdin.flush()
+    return self._read()["translations"]
+
+  def close(self):
+    self.process.stdin.close()
+    self.process.wait(timeout=60)
+
+
+def saved_model_of(model, directory, beam, length):
+  """`model` (EOS masked) as a text-in/text-out SavedModel whose text is space-separated ids."""
+  from t2t_lite.data.vocab import SymbolTokenizer  # pylint: disable=import-outside-toplevel
+  from t2t_lite.export.saved_model import TranslationModule  # pylint: disable=import-outside-toplevel
+  module = TranslationModule(NoEos(model), SymbolTokenizer(model.vocab_size),
+                             DecodeHParams(beam_size=beam, extra_length=0, max_input_size=length))
+  tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
+  return directory
+
+
+def saved_model_run(model, source, workdir, beam):
+  """The SavedModel of `model` in a default process on `source` (each row ends with EOS, which
+  the SavedModel appends itself). Returns (name, fn, process)."""
+  tag = f"{model.config.hidden_size}_{model.config.num_decoder_layers}_{source.shape[0]}_{beam}"
+  path = saved_model_of(model, os.path.join(workdir, f"saved_model_{tag}"), beam, source.shape[1])
+  lines_file = os.path.join(workdir, f"sources_{tag}.txt")
+  with open(lines_file, "w", encoding="utf-8") as f:
+    f.writelines(" ".join(map(str, row[:-1])) + "\n" for row in source.numpy())
+  process = SavedModelProcess(path, lines_file, source.shape[0])
+  name = f"{'greedy' if beam == 1 else f'beam {beam}'}, SavedModel in a default process"
+  return name, process, process
+
+
+def cpu_description():
+  """The CPU model and its vector ISA flags (from /proc/cpuinfo), for the header of a run."""
+  model, flags = "unknown CPU", set()
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        key, _, value = line.partition(":")
+        if key.strip() == "model name":
+          model = value.strip()
+        elif key.strip() == "flags":
+          flags = set(value.split())
+  except OSError:
+    pass
+  isa = sorted(f for f in flags if f.startswith(("avx", "fma", "sse4", "amx", "f16c")))
+  return f"CPU: {model}; ISA: {' '.join(isa) or 'unknown'}"
 
 
 def read_bandwidth(gib=1.0, rounds=5):
@@ -195,18 +253,19 @@ def weight_bytes_per_step(model):
 
 
 def ctranslate2_runs(model, source, workdir, threads, length):
-  """CTranslate2 float32 greedy / beam 4 and int8 beam 4 on the same weights and sources."""
+  """CTranslate2 greedy and beam 4 on the exporter's float32 and int8 models of the same weights
+  and sources (each source ends with EOS, which CTranslate2 appends itself)."""
   import ctranslate2  # pylint: disable=import-outside-toplevel
-  path = os.path.join(workdir, f"ct2_{model.config.hidden_size}_{model.config.num_decoder_layers}")
-  if not os.path.exists(os.path.join(path, "model.bin")):
-    ctranslate2_twin(model, path)
-  tokens = [[f"t{i}" for i in row] for row in source.numpy()]
+  tokens = [[f"t{i}" for i in row[:-1]] for row in source.numpy()]
   runs = {}
-  for compute_type, beams in (("float32", (1, 4)), ("int8", (4,))):
-    translator = ctranslate2.Translator(path, device="cpu", compute_type=compute_type,
+  for quantization in ("float32", "int8"):
+    path = ctranslate2_twin(model, os.path.join(
+        workdir, f"ct2_{model.config.hidden_size}_{model.config.num_decoder_layers}_{quantization}"),
+        quantization)
+    translator = ctranslate2.Translator(path, device="cpu", compute_type=quantization,
                                         inter_threads=1, intra_threads=threads)
-    for beam in beams:
-      name = f"CTranslate2 {compute_type}, {'greedy' if beam == 1 else f'beam {beam}'}"
+    for beam in (1, 4):
+      name = f"CTranslate2 {quantization}, {'greedy' if beam == 1 else f'beam {beam}'}"
       runs[name] = lambda _, t=translator, b=beam: t.translate_batch(
           tokens, beam_size=b, length_penalty=0.6, min_decoding_length=length,
           max_decoding_length=length)
@@ -352,6 +411,85 @@ def bench_gemv(repeats=30):
           flush=True)
 
 
+def bench_model_dir(args):
+  """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up
+  included), its SavedModel in a default process (load, then translating the lines in file-order
+  batches of --batch, best of --rounds), and the exporter's CTranslate2 float32 and int8 models
+  (ctranslate2 + sentencepiece only, the recorded beam and length penalty); outputs compared with
+  the decoder's, and sacreBLEU against --references when given."""
+  from t2t_lite.export import ctranslate2 as ct2_export  # pylint: disable=import-outside-toplevel
+  from t2t_lite.export import saved_model  # pylint: disable=import-outside-toplevel
+  os.makedirs(args.workdir, exist_ok=True)
+  with open(args.lines, encoding="utf-8") as f:
+    lines = [line.rstrip("\n") for line in f][:args.num_lines]
+  lines_file = os.path.join(args.workdir, "lines.txt")
+  with open(lines_file, "w", encoding="utf-8") as f:
+    f.writelines(line + "\n" for line in lines)
+  print(cpu_description())
+  print(f"{args.model_dir}: {len(lines)} lines of {args.lines}; the problem's decode defaults")
+  decoded = os.path.join(args.workdir, "decoder.txt")
+  command = os.path.join(os.path.dirname(sys.executable), "t2t-lite-decoder")
+  start = time.perf_counter()
+  subprocess.run([command, f"--output_dir={args.model_dir}", f"--decode_from_file={lines_file}",
+                  f"--decode_to_file={decoded}"], check=True, env=clean_environment(),
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  decoder_seconds = time.perf_counter() - start
+  with open(decoded, encoding="utf-8") as f:
+    reference_outputs = [line.rstrip("\n") for line in f]
+  export_dir = os.path.join(args.workdir, "saved_model")
+  version = saved_model.export(args.model_dir, export_dir, version=int(time.time()))
+  process = SavedModelProcess(version, lines_file, args.batch)
+  first = time.perf_counter()
+  process()  # compiles the shapes it meets
+  first = time.perf_counter() - first
+  timing = interleaved({"saved": process}, args.rounds)["saved"]
+  process.close()
+  rows = {"t2t-lite-decoder (whole command, start-up included)": (decoder_seconds, reference_outputs),
+          "SavedModel, default process (translation only, best round)": (timing.seconds, timing.result),
+          "SavedModel, default process (start-up + first pass, compiles)": (
+              process.startup_seconds + first, timing.result)}
+  if not args.no_ctranslate2:
+    import ctranslate2  # pylint: disable=import-outside-toplevel
+    import sentencepiece  # pylint: disable=import-outside-toplevel
+    for quantization in ("float32", "int8"):
+      folder = ct2_export.export(args.model_dir, os.path.join(args.workdir, f"ct2_{quantization}"),
+                                 quantization, force=True)
+      with open(os.path.join(folder, ct2_export.DECODE_FILE), encoding="utf-8") as f:
+        record = json.load(f)
+      options, extra = record["translate_batch"], record["decode_hparams"]["extra_length"]
+      source = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "source.spm"))
+      target = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "target.spm"))
+      translator = ctranslate2.Translator(folder, device="cpu", compute_type=quantization,
+                                          intra_threads=len(os.sched_getaffinity(0)))
+
+      def translate(_, translator=translator, source=source, target=target, options=options,
+                    extra=extra):
+        out = []
+        for i in range(0, len(lines), args.batch):
+          pieces = source.encode(lines[i:i + args.batch], out_type=str)
+          longest = max(len(p) for p in pieces) + 1
+          results = translator.translate_batch(pieces, max_decoding_length=longest + extra, **options)
+          out += [target.decode_pieces(r.hypotheses[0]) if line.strip() else ""
+                  for r, line in zip(results, lines[i:i + args.batch])]
+        return out
+      timing = interleaved({"ct2": translate}, args.rounds)["ct2"]
+      rows[f"CTranslate2 {quantization} (translation only, best round)"] = (timing.seconds, timing.result)
+  print("| decoding | sentences/s | seconds | outputs identical to the decoder's | sacreBLEU |")
+  print("|---|---|---|---|---|")
+  references = None
+  if args.references:
+    with open(args.references, encoding="utf-8") as f:
+      references = [line.rstrip("\n") for line in f][:len(lines)]
+  for name, (seconds, outputs) in rows.items():
+    same = sum(a == b for a, b in zip(outputs, reference_outputs))
+    bleu = ""
+    if references:
+      import sacrebleu  # pylint: disable=import-outside-toplevel
+      bleu = f"{sacrebleu.corpus_bleu(outputs, [references]).score:.2f}"
+    print(f"| {name} | {len(lines) / seconds:,.1f} | {seconds:.1f} | {same}/{len(lines)} | {bleu} |",
+          flush=True)
+
+
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -365,6 +503,14 @@ def parse_args(argv=None):
                       help="GiB read to measure the streaming read bandwidth")
   parser.add_argument("--no_ctranslate2", action="store_true",
                       help="skip the CTranslate2 peer (pip install ctranslate2; not a dependency)")
+  parser.add_argument("--model_dir", default=None,
+                      help="only: this trained model directory on --lines (see bench_model_dir)")
+  parser.add_argument("--lines", default=None, help="source lines for --model_dir")
+  parser.add_argument("--references", default=None, help="reference lines for sacreBLEU (--model_dir)")
+  parser.add_argument("--num_lines", type=int, default=1000, help="the first this many --lines")
+  parser.add_argument("--batch", type=int, default=64, help="SavedModel / CTranslate2 batch (--model_dir)")
+  parser.add_argument("--no_saved_model", action="store_true",
+                      help="skip the SavedModel in a default process (a subprocess, clean environment)")
   parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))
   parser.add_argument("--top_k", action="store_true",
                       help="only: the beam search's candidate top-k, XLA's against top_candidates")
@@ -386,6 +532,9 @@ def main(argv=None):
   if args.gemv:
     bench_gemv()
     return
+  if args.model_dir:
+    bench_model_dir(args)
+    return
   ct2 = not args.no_ctranslate2
   if ct2:
     try:
@@ -395,6 +544,8 @@ def main(argv=None):
       ct2 = False
   threads = len(os.sched_getaffinity(0))
   length = args.length
+  os.makedirs(args.workdir, exist_ok=True)
+  print(cpu_description())
   print(f"oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; {threads} threads; source and output "
         f"length {length}")
   bandwidth = read_bandwidth(args.bandwidth_gib)
@@ -406,7 +557,9 @@ def main(argv=None):
     model = build_model(shape)
     vocab = model.vocab_size
     for batch in (int(b) for b in args.batches.split(",")):
-      source = tf.constant(np.random.default_rng(0).integers(2, vocab, (batch, length)), tf.int32)
+      source = np.random.default_rng(0).integers(2, vocab, (batch, length))
+      source[:, -1] = EOS_ID  # as the decoder's sources: the SavedModel and CTranslate2 append it
+      source = tf.constant(source, tf.int32)
       runs = {}
       for kind, beam in (("greedy", 1), ("beam 4", 4)):
         for xla in (True, False):
@@ -417,8 +570,15 @@ def main(argv=None):
       runs.update(zip(UNCACHED, (uncached_greedy(model, length), uncached_whole_model(model, length))))
       if ct2:
         runs.update(ctranslate2_runs(model, source, args.workdir, threads, length))
+      processes = []
+      if not args.no_saved_model:
+        name, fn, process = saved_model_run(model, source, args.workdir, beam=4)
+        runs[name] = lambda s, fn=fn: fn()
+        processes.append(process)
       timings = interleaved({name: lambda _, fn=fn, s=source: fn(s) for name, fn in runs.items()},
                             args.rounds, args.repeats, args.min_seconds)
+      for process in processes:
+        process.close()
       rates = {name: batch * length / timing.seconds for name, timing in timings.items()}
       outputs = {name: timing.result for name, timing in timings.items()}
       for name, timing in timings.items():
@@ -449,6 +609,19 @@ def main(argv=None):
         same = same_greedy_tokens(outputs["greedy, cached"][0], outputs["CTranslate2 float32, greedy"])
         print(f"| {shape} | {batch} | greedy outputs identical to CTranslate2's | {same}/{batch} "
               "sentences | |", flush=True)
+        for quantization in ("int8",):
+          theirs = f"CTranslate2 {quantization}, beam 4"
+          print(f"| {shape} | {batch} | beam 4, cached / {theirs} | "
+                f"{rates['beam 4, cached'] / rates[theirs]:.2f}x | |", flush=True)
+      if not args.no_saved_model:
+        served = outputs["beam 4, SavedModel in a default process"]
+        beam_ids = outputs["beam 4, cached"][0][:, 0]
+        same = sum(text.split() == [str(i) for i in row[:length]] for text, row in zip(served, beam_ids))
+        print(f"| {shape} | {batch} | beam 4, SavedModel in a default process: outputs identical "
+              f"to cached | {same}/{batch} sentences | |", flush=True)
+        print(f"| {shape} | {batch} | beam 4, SavedModel in a default process / beam 4, cached | "
+              f"{rates['beam 4, SavedModel in a default process'] / rates['beam 4, cached']:.2f}x | |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -39,5 +39,15 @@ def test_bench_decode_smoke():
                "beam 4, cached, graph (xla=false)", "greedy, uncached",
                "greedy, uncached, whole model (T2T)"):
     assert rate(output, f"| tiny | 1 | {name}") > 0
-  # The uncached baselines are checked against the cached search, token for token.
-  assert output.count("outputs identical to cached | 1/1 sentences") == 2
+  assert output.startswith("CPU: ") and "ISA: " in output.split("\n")[0]
+  # The uncached baselines and the SavedModel (a default process) are checked against the
+  # cached search, token for token.
+  assert output.count("outputs identical to cached | 1/1 sentences") == 3
+  assert rate(output, "| tiny | 1 | beam 4, SavedModel in a default process") > 0
+  try:
+    import ctranslate2  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+  except ImportError:
+    return
+  for name in ("float32, greedy", "float32, beam 4", "int8, greedy", "int8, beam 4"):
+    assert rate(output, f"| tiny | 1 | CTranslate2 {name}") > 0  # the exporter's models
+  assert "greedy outputs identical to CTranslate2's | 1/1 sentences" in output

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -22,10 +23,15 @@ import json, sys
 sys.modules["t2t_lite"] = None  # any import of t2t_lite now raises ImportError
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  registers the SentencePiece ops
-translate = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
-out = translate(text=tf.constant(json.loads(sys.argv[2])))
-print(json.dumps({"translations": [t.decode("utf-8") for t in out["translations"].numpy()],
-                  "scores": out["scores"].numpy().tolist()}))
+signatures = tf.saved_model.load(sys.argv[1]).signatures
+sentences = json.loads(sys.argv[2])
+out = signatures["serving_default"](text=tf.constant(sentences))
+short = signatures["serving_default"](text=tf.constant(sentences[:4:3]))  # another batch and width
+nbest = signatures["nbest"](text=tf.constant(sentences))
+text = lambda t: [x.decode("utf-8") for x in t.numpy().reshape(-1)]
+print(json.dumps({"translations": text(out["translations"]), "scores": out["scores"].numpy().tolist(),
+                  "short": text(short["translations"]), "nbest": text(nbest["translations"]),
+                  "nbest_scores": nbest["scores"].numpy().tolist()}))
 """
 
 
@@ -56,12 +62,30 @@ def test_loads_without_t2t_lite_and_matches_the_decoder(exported):
   assert served["translations"] == translator.translate(SENTENCES)
   assert served["translations"][1] == "" and served["scores"][1] == 0.0
   assert all(served["translations"][i] for i in (0, 2, 3, 4))
+  assert served["short"] == translator.translate(SENTENCES[:4:3])
+  beams = translator.translate_beams(SENTENCES)
+  assert served["nbest"] == [text for line in beams for text, _ in line or [("", 0.0)] * 2]
+  np.testing.assert_allclose([score for line in served["nbest_scores"] for score in line],
+                             [s for line in beams for _, s in line or [("", 0.0)] * 2], atol=1e-4)
+
+
+def test_search_is_one_xla_program_in_padded_shapes(exported):
+  """The search runs compiled with XLA in the SavedModel (fast with no environment settings:
+  docs/ctranslate2.md, "SavedModel speed"), on a few padded shapes."""
+  _, export_dir = exported
+  assert b"_XlaMustCompile" in (export_dir / "7" / "saved_model.pb").read_bytes()
+  assert saved_model.width_buckets(256) == (16, 32, 64, 128, 256)
+  assert saved_model.width_buckets(100) == (16, 32, 64, 100)
+  assert [int(saved_model.padded_batch(n)) for n in (0, 1, 3, 4, 5, 33, 64, 65, 200)] == [
+      1, 1, 4, 4, 8, 64, 64, 128, 256]
 
 
 def test_saved_model_cli_lists_the_signature(exported):
   _, export_dir = exported
   cli = os.path.join(os.path.dirname(sys.executable), "saved_model_cli")
-  result = subprocess.run([cli, "show", "--all", "--dir", str(export_dir / "7")],
+  command = [cli] if os.path.exists(cli) else [
+      sys.executable, "-m", "tensorflow.python.tools.saved_model_cli"]  # a venv without the script
+  result = subprocess.run(command + ["show", "--all", "--dir", str(export_dir / "7")],
                           capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr
   text = result.stdout

@@ -13,10 +13,20 @@ The `nbest` signature returns every hypothesis of the search, best first: `trans
 beams] and `scores` [N, beams], the n-best list the decoder writes with
 `return_beams=true,write_beam_scores=true` (beams = beam_size; 1 for greedy and sampling).
 
+Speed in a default process (no environment variables, nothing of t2t_lite imported): the search
+runs as one XLA program (`jit_compile`, as `t2t-lite-decoder` runs it; decode hparam
+`xla=false` keeps the plain graph), not as a graph `while` loop whose small per-step ops the
+executor schedules one by one. XLA compiles one program per input shape, so the graph pads each
+request to a few shapes: the source width up to the next of WIDTH_BUCKETS (capped at the source
+limit) and the batch up to the next power of two (multiples of BATCH_STEP above it). Padding
+does not change a sentence's output: each sentence stops at its own length limit, filler rows
+are dropped, and padded positions are masked. The first request of each shape pays the compile.
+
 The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
 """
 
+import contextlib
 import os
 import shutil
 import time
@@ -31,6 +41,21 @@ from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
 DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
+WIDTH_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)  # padded source widths (subwords with EOS)
+BATCH_STEP = 64  # batches pad to a power of two up to this, then to a multiple of it
+
+
+def width_buckets(limit):
+  """The padded source widths for a source limit: WIDTH_BUCKETS below it, then the limit."""
+  return tuple(w for w in WIDTH_BUCKETS if w < limit) + (limit,)
+
+
+def padded_batch(n):
+  """The batch size a request of n sentences is padded to (int32 tensor or int)."""
+  n = tf.maximum(tf.cast(n, tf.int32), 1)
+  power = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(n, tf.float32)) / tf.math.log(2.0)), tf.int32)
+  power = tf.maximum(power, n)  # float rounding: never below n
+  return tf.where(n <= BATCH_STEP, power, -(-n // BATCH_STEP) * BATCH_STEP)
 
 
 class TranslationModule(tf.Module):
@@ -46,8 +71,12 @@ class TranslationModule(tf.Module):
     self.vocab_size = model.vocab_size
     max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
-    self._search = make_search_fn(model, decode_hparams, max_position, constraint)
+    self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
+                               jit_compile=bool(decode_hparams.xla))
+    self.buckets = width_buckets(self.limit)
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
+    # One trace of tokenizer + search, called by both signatures.
+    self._search_text_fn = tf.function(self._search_text, input_signature=text_spec)
     self.serve = tf.function(self._serve, input_signature=text_spec)
     self.serve_nbest = tf.function(self._serve_nbest, input_signature=text_spec)
 
@@ -60,7 +89,21 @@ class TranslationModule(tf.Module):
     eos = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(lengths))
     source = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)                 # [N, S]
-    ids, scores = self._search(source)                                       # [N, beams, L]
+    n, width = tf.shape(source)[0], tf.shape(source)[1]
+    # Filler rows (EOS only, as the decoder's) up to the padded batch; results dropped.
+    filler = tf.one_hot(tf.zeros([padded_batch(n) - n], tf.int32), width, on_value=EOS_ID,
+                        off_value=PAD_ID, dtype=tf.int32)
+    source = tf.concat([source, filler], axis=0)                              # [B, S]
+    bucket = tf.reduce_sum(tf.cast(tf.constant(self.buckets) < width, tf.int32))
+
+    def search_at(bucket_width):
+      def branch():
+        padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
+        ids, scores = self._search(tf.ensure_shape(padded, [None, bucket_width]))
+        return ids[:n], scores[:n]                                            # [N, beams, L]
+      return branch
+
+    ids, scores = tf.switch_case(bucket, [search_at(w) for w in self.buckets])
     return ids, scores, nonempty
 
   def _detokenize(self, ids, nonempty):
@@ -69,17 +112,31 @@ class TranslationModule(tf.Module):
     return tf.where(nonempty, translations, tf.fill(tf.shape(nonempty), ""))
 
   def _serve(self, text):
-    ids, scores, nonempty = self._search_text(text)
+    ids, scores, nonempty = self._search_text_fn(text)
     return {"translations": self._detokenize(ids[:, 0, :], nonempty),
             "scores": tf.where(nonempty, scores[:, 0], tf.zeros_like(scores[:, 0]))}
 
   def _serve_nbest(self, text):
-    ids, scores, nonempty = self._search_text(text)                          # [N, beams, L]
+    ids, scores, nonempty = self._search_text_fn(text)                          # [N, beams, L]
     shape = tf.shape(ids)
     flat_nonempty = tf.repeat(nonempty, shape[1])                            # [N * beams]
     flat = self._detokenize(tf.reshape(ids, [-1, shape[2]]), flat_nonempty)  # [N * beams]
     return {"translations": tf.reshape(flat, shape[:2]),                     # [N, beams]
             "scores": tf.where(nonempty[:, None], scores, tf.zeros_like(scores))}
+
+
+@contextlib.contextmanager
+def written_atomically(final: str, tmp: str):
+  """Yields `tmp`, a folder to write an export into; renamed to `final` (replacing it) when the
+  block succeeds, removed when it fails, so `final` is never half-written."""
+  try:
+    yield tmp
+    if os.path.exists(final):
+      shutil.rmtree(final)
+    os.replace(tmp, final)
+  finally:
+    if os.path.exists(tmp):
+      shutil.rmtree(tmp, ignore_errors=True)
 
 
 def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | None = None,
@@ -113,17 +170,12 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   module = TranslationModule(model, tokenizer, decode_hparams,
                              model_dir.decode_constraint(output_dir, vocab, decode_hparams))
   os.makedirs(export_dir, exist_ok=True)
-  tmp = os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")
-  try:
+  with written_atomically(final, os.path.join(export_dir, f".tmp-{version}-{os.getpid()}")) as tmp:
     tf.saved_model.save(module, tmp, signatures={"serving_default": module.serve,
                                                  "nbest": module.serve_nbest})
     # What the graph decodes with, for people and tools (TF Serving ignores assets.extra).
     os.makedirs(os.path.join(tmp, "assets.extra"))
     with open(os.path.join(tmp, "assets.extra", DECODE_HPARAMS_FILE), "w", encoding="utf-8") as f:
       f.write(decode_hparams.to_json())
-    os.replace(tmp, final)
-  finally:
-    if os.path.exists(tmp):
-      shutil.rmtree(tmp, ignore_errors=True)
   print(f"exported {output_dir} to {final}", flush=True)
   return final
