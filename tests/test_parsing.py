@@ -5,6 +5,7 @@ Pure Python except the problem/vocabulary tests (tf.data, sentencepiece); no mod
 """
 
 import random
+import re
 
 import pytest
 
@@ -382,15 +383,37 @@ def test_vocabulary_keeps_tree_tokens_whole_and_round_trips(problem, small_vocab
 
 # --- Linearizations, their problems, and constrained decoding with a real vocabulary. ------------
 
+def _leaf_tokens(text):
+  return [t for t in text.split() if not t.startswith(("(", ")"))]
+
+
+def _linearized_from_bracket_string(gold, linearization):
+  """The target written from the gold tree's own bracket string `(S (NP (NNP Vinken)) (. .))`,
+  not by `linearize`: each preterminal `(TAG word)` becomes XX, TAG or word, and `)` a token."""
+  leaf = {"xx": "XX", "tags": r"\1", "words": r"\2"}[linearization]
+  text = re.sub(r"\(([^()\s]+) ([^()\s]+)\)", leaf, str(gold))
+  return " ".join(text.replace(")", " )").split())
+
+
 @pytest.mark.parametrize("linearization", ["xx", "tags", "words"])
 def test_every_sample_tree_round_trips_in_every_linearization(sample_trees, linearization):
+  """The target text is the gold tree's (checked against its bracket string), its leaves are the
+  words / tags / XX, and read back from that text alone (its own leaf tokens as the words) it is
+  the gold tree: a target with wrong leaves cannot hide behind the `words` argument."""
   for gold in sample_trees["train"] + sample_trees["dev"]:
     words, target = linearize.text_pair(gold, linearization)
+    assert words.split() == gold.leaves()
+    assert target == _linearized_from_bracket_string(gold, linearization)
+    leaves = _leaf_tokens(target)
+    assert leaves == {"xx": ["XX"] * len(gold.leaves()), "tags": [tag for tag, _ in gold.pos()],
+                      "words": gold.leaves()}[linearization]
     result = linearize.tree_from_linearized(target, words, leaf_tags=linearization == "tags")
     assert result.repairs == ()
     expected = gold if linearization == "tags" else _with_tags(gold, "XX")
     assert str(result.tree) == str(expected)
-    assert linearize.linearize(gold, linearization) == target
+    if linearization == "words":   # the leaves read back from the target text, not from `words`
+      from_target = linearize.tree_from_linearized(target, leaves)
+      assert from_target.repairs == () and str(from_target.tree) == str(expected)
   with pytest.raises(ValueError, match="unknown linearization 'bad'"):
     linearize.linearize(gold, "bad")
 
