@@ -454,8 +454,10 @@ def test_variants_tokenize_tree_tokens_whole_and_word_leaves_as_the_input(varian
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_constrained_search_with_a_random_model_gives_trees_over_the_input(variant, beam_size):
-  """A random Transformer (no training) through the real search graph: every output is a tree
-  over the input, with no repair; unconstrained, the same model's outputs are not."""
+  """A random Transformer (no training) through the real search graph: every returned beam is a
+  tree over the input, with no repair, whose leaves are the linearization's leaf symbols (XX, a
+  part-of-speech tag, or the input's words: never a word piece where a symbol belongs);
+  unconstrained, the same model's outputs are not trees."""
   import numpy as np
   import tensorflow as tf
   from t2t_lite.data.vocab import strip_ids
@@ -463,6 +465,7 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
   from t2t_lite.hparams import DecodeHParams, ModelConfig
   from t2t_lite.models.transformer import Transformer
   problem, vocab = variant
+  tags = {tag for _, target in problem.text_pairs("train") for tag in _leaf_tokens(target)}
   tf.keras.utils.set_random_seed(0)
   model = Transformer(ModelConfig(hidden_size=32, filter_size=64, num_heads=4,
                                   num_encoder_layers=1, num_decoder_layers=1), vocab.vocab_size)
@@ -476,17 +479,24 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
   for constrained in (True, False):
     search = make_search_fn(model, decode_hparams, 1024,
                             problem.decode_constraint(vocab) if constrained else None)
-    ids = tf.function(search, jit_compile=True)(tf.constant(batch))[0].numpy()
+    ids, scores = (t.numpy() for t in tf.function(search, jit_compile=True)(tf.constant(batch)))
     repaired = 0
     for (source, _), row in zip(pairs, ids[:, 0]):
-      decoded = vocab.decode(strip_ids(row))
-      result = linearize.tree_from_linearized(decoded, source)
-      repaired += result.repaired
-      if constrained:
-        assert result.repairs == (), decoded
-        if problem.linearization == "words":
-          assert [t for t in decoded.split() if not t.startswith(("(", ")"))] == source.split()
+      repaired += linearize.tree_from_linearized(vocab.decode(strip_ids(row)), source).repaired
     assert (repaired == 0) == constrained
+    if not constrained:
+      continue
+    assert np.isfinite(scores[:, 0]).all()          # every sentence has a finished tree
+    for (source, _), beams, beam_scores in zip(pairs, ids, scores):
+      for row in beams[np.isfinite(beam_scores)]:     # every finished beam, not only the best
+        decoded = vocab.decode(strip_ids(row))
+        assert linearize.tree_from_linearized(decoded, source).repairs == (), decoded
+        leaves = _leaf_tokens(decoded)
+        if problem.linearization == "words":
+          assert leaves == source.split(), decoded
+        else:
+          assert set(leaves) <= ({"XX"} if problem.linearization == "xx" else tags - {"XX"}), decoded
+          assert len(leaves) == len(source.split()), decoded
 
 
 def test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint(ptb, tmp_path):
