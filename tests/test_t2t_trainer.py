@@ -86,20 +86,33 @@ def test_worker_flags_are_checked_against_tf_config(monkeypatch):
 
 def test_checkpoints_every_n_seconds(tiny_model_dir, multi30k_slice, tmp_path, monkeypatch, capsys):
   """--save_checkpoints_secs: checkpoints (and evaluations) follow the clock, not the step
-  count; a fake clock makes every update take 1 s. keep_checkpoint_every_n_hours keeps them."""
+  count. A fake clock stands still except that every update takes exactly 1 s, so with a 2 s
+  interval the checkpoints are exactly steps 2, 4 and 6 (not every update, not only the last).
+  keep_checkpoint_every_n_hours keeps them."""
   from t2t_lite.hparams import get_hparams
   from t2t_lite.problems import get_problem
-  clock = iter(range(0, 10 ** 6, 1))
-  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: float(next(clock))))
+  now = [0.0]
+  real_step = train_loop.Trainer.train_step
+
+  def one_second_update(self, batch):
+    result = real_step(self, batch)
+    now[0] += 1.0
+    return result
+
+  monkeypatch.setattr(train_loop.Trainer, "train_step", one_second_update)
+  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
   _, data_dir = tiny_model_dir
   out = tmp_path / "model"
+  hparams = get_hparams("transformer_tiny", TINY_TEST_HPARAMS)
+  assert hparams.gradient_accumulation_steps == 1   # one train_step per update
   train_loop.train_and_evaluate(
       get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)),
-      get_hparams("transformer_tiny", TINY_TEST_HPARAMS), str(out), str(data_dir), train_steps=6,
+      hparams, str(out), str(data_dir), train_steps=6,
       eval_steps=1, save_checkpoints_steps=1000, keep_checkpoint_max=1, log_every=1000,
       save_checkpoints_secs=2, keep_checkpoint_every_n_hours=1e-9)
+  assert now[0] == 6.0
   steps = sorted(int(name[5:-6]) for name in os.listdir(out) if name.endswith(".index"))
-  assert len(steps) >= 3 and steps[-1] == 6           # kept despite keep_checkpoint_max=1
+  assert steps == [2, 4, 6]                           # kept despite keep_checkpoint_max=1
   printed = capsys.readouterr().out
   assert [int(line.split()[3].rstrip(":")) for line in printed.split("\n")
           if line.startswith("eval at step")] == steps
