@@ -154,20 +154,32 @@ def test_t2t_walkthrough_then_evaluate(tiny_model_dir, multi30k_slice, tmp_path,
   assert os.listdir(train_dir / "eval")
 
 
-def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice, tmp_path, capsys):
+def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice, tmp_path, capsys,
+                                                monkeypatch):
   """--schedule=continuous_eval (T2T's evaluator job): evaluates the newest checkpoint, waits for
   the next one a training job writes, and stops at --train_steps. A thread stands in for the
-  training job: it writes checkpoint 1000 (a copy of the newest) a moment later."""
+  training job: once the first evaluation is written (an event, not a delay), it writes
+  checkpoint 1000 (a copy of the newest)."""
   import threading
-  import time
   from t2t_lite.problems import get_problem
   from t2t_lite.training import evaluation
   model_dir = tmp_path / "model"
   shutil.copytree(tiny_model_dir[0], model_dir)
   latest = tf.train.latest_checkpoint(str(model_dir))
+  evaluated, finished = threading.Event(), threading.Event()
+  real_write = evaluation.write_scalars
+
+  def write_scalars(*args, **kwargs):
+    real_write(*args, **kwargs)
+    evaluated.set()
+
+  monkeypatch.setattr(evaluation, "write_scalars", write_scalars)
 
   def write_next_checkpoint():
-    time.sleep(2)
+    while not (evaluated.wait(1) or finished.is_set()):
+      pass
+    if finished.is_set():   # the evaluator stopped before its first evaluation: the test fails
+      return
     for name in os.listdir(model_dir):
       if name.startswith(os.path.basename(latest) + "."):
         shutil.copy(model_dir / name, model_dir / name.replace(os.path.basename(latest), "ckpt-1000"))
@@ -175,10 +187,14 @@ def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice,
 
   writer = threading.Thread(target=write_next_checkpoint)
   writer.start()
-  results = evaluation.evaluate_checkpoints(
-      get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)), str(model_dir),
-      str(tiny_model_dir[1]), eval_steps=1, continuous=True, train_steps=1000, timeout_minutes=2)
-  writer.join()
+  try:
+    # The timeout only ends a run whose checkpoint never comes (a broken test), never a slow one.
+    results = evaluation.evaluate_checkpoints(
+        get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)), str(model_dir),
+        str(tiny_model_dir[1]), eval_steps=1, continuous=True, train_steps=1000, timeout_minutes=60)
+  finally:
+    finished.set()
+    writer.join()
   printed = capsys.readouterr().out
   assert f"eval of {os.path.basename(latest)} on dev" in printed
   assert "eval of ckpt-1000 on dev" in printed and results["step"] == 1000
