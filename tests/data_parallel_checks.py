@@ -99,6 +99,17 @@ def check_masks(strategy, first_replica):
           "rerun_same": all(np.array_equal(a, b) for a, b in zip(masks, again))}
 
 
+def xla_compiled_functions(trainer):
+  """How many functions marked for XLA compilation (`_XlaMustCompile`) the trainer's gradient
+  pass traced; each traced one was called by a step, and TensorFlow compiles such a function
+  with XLA or fails. 0 when the pass is a plain (uncompiled) function."""
+  fn = trainer.gradients_fn
+  if not hasattr(fn, "experimental_get_tracing_count"):
+    return 0
+  return sum(bool(f.function_def.attr["_XlaMustCompile"].b)
+             for f in fn._list_all_concrete_functions_for_serialization())  # pylint: disable=protected-access
+
+
 def micro_batches(replicas, updates=2, accumulation=2, rows=3):
   """[update][micro-batch][replica] -> batch, each with its own amount of target padding."""
   rng = np.random.default_rng(0)
@@ -149,6 +160,7 @@ def check_clipping_and_accumulation(strategy, out, xla=False):
   # near 0 into a sign flip of its whole update (a few elements of ~20k differ by ~2 lr),
   # so an element-wise tolerance would test the rounding, not the algorithm.
   return {"losses": losses, "tokens": tokens, "steps": [one.step, many.step],
+          "xla_compiled_functions": xla_compiled_functions(many),
           "apart_over_moved": distance(many.model.get_weights(), one.model.get_weights()) / moved,
           "unclipped_apart_over_moved":
               distance(unclipped.model.get_weights(), one.model.get_weights()) / moved}

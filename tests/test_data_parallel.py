@@ -80,8 +80,12 @@ def test_clipped_accumulated_update_on_replicas_equals_one_device(mirrored):
 
 def test_xla_compile_under_mirrored_strategy_equals_one_device(run_mirrored):
   """xla_compile=true compiles each replica's forward and backward pass inside strategy.run
-  (measured on 2 devices: an XLA compilation per replica)."""
-  _assert_clipped_accumulated_update_equals_one_device(run_mirrored(2)[0]["clipping_xla"])
+  (measured on 2 devices: an XLA compilation per replica): the step traced and called a
+  function marked for XLA compilation, which the run without xla_compile has none of."""
+  results = run_mirrored(2)[0]
+  assert results["clipping_xla"]["xla_compiled_functions"] >= 1
+  assert results["clipping"]["xla_compiled_functions"] == 0
+  _assert_clipped_accumulated_update_equals_one_device(results["clipping_xla"])
 
 
 def _model_tensors(prefix):
