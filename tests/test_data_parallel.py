@@ -63,6 +63,25 @@ def test_each_replica_draws_its_own_dropout_mask_and_a_rerun_the_same(mirrored):
   assert results["rerun_same"]
 
 
+def _assert_trainer_masks_differ(masks, replicas):
+  """masks [replica][step]: the model's embedding dropout (rate 0.5) in the Trainer's own
+  training step, every replica given the same batch: each replica, and each step, draws its own."""
+  masks = np.array(masks, bool)
+  assert masks.shape == (replicas, 2, 3, 8, 32)
+  assert 0.4 < masks.mean() < 0.6
+  for replica in range(replicas):
+    assert 0.35 < np.mean(masks[replica, 0] == masks[replica, 1]) < 0.65, replica  # a new step
+  for step in range(2):
+    for i in range(replicas):
+      for j in range(i):
+        assert 0.35 < np.mean(masks[i, step] == masks[j, step]) < 0.65, (step, i, j)
+
+
+def test_trainers_step_draws_a_mask_per_replica_and_per_step(mirrored):
+  results, _ = mirrored
+  _assert_trainer_masks_differ(results["trainer_masks"], results["replicas"])
+
+
 def _assert_clipped_accumulated_update_equals_one_device(clipping):
   assert len({n for micro in clipping["tokens"] for n in micro}) > 4  # unequal token counts
   assert clipping["steps"] == [2, 2]
@@ -152,8 +171,9 @@ def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(worke
   for mine, theirs, saved in zip(*weights, chief.get_weights()):
     np.testing.assert_array_equal(mine, theirs)
     np.testing.assert_array_equal(mine, saved)
-  # Trained with dropout on: each worker's replica drew its own mask.
+  # Each worker's replica draws its own mask: a fresh layer, and the Trainer's own step.
   _assert_masks_are_per_replica([r["masks"][0] for r in results], [r["reference"][0] for r in results])
+  _assert_trainer_masks_differ([r["trainer_masks"][0] for r in results], 2)
 
 
 def test_nonfinite_gradient_on_one_worker_stops_every_worker_before_saving(workers):
