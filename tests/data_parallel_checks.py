@@ -99,6 +99,46 @@ def check_masks(strategy, first_replica):
           "rerun_same": all(np.array_equal(a, b) for a, b in zip(masks, again))}
 
 
+def trainer_masks(strategy, out):
+  """Each local replica's keep mask [3, 8, 32] of the model's embedding dropout (rate 0.5) in
+  two of the Trainer's own training steps, every replica given the same batch: [replica][step]."""
+  hp = get_hparams("transformer_tiny", MICRO + ",layer_prepostprocess_dropout=0.5")
+  trainer = train_loop.Trainer(hp, 32, f"{out}/masks", strategy)
+  layer = trainer.model.embedding_dropout   # the sources' and the targets' ([3, 8] each)
+  with strategy.scope():
+    record = tf.Variable(tf.zeros([3, 8, 32]), trainable=False,
+                         synchronization=tf.VariableSynchronization.ON_READ,
+                         aggregation=tf.VariableAggregation.SUM)
+  real_call = layer.call
+
+  def call(inputs, training=None):
+    outputs = real_call(inputs, training=training)
+    if training:
+      record.assign(tf.cast(tf.not_equal(outputs, 0), tf.float32))
+    return outputs
+
+  layer.call = call
+  rng = np.random.default_rng(1)
+  batch = {"inputs": rng.integers(2, 30, (3, 8)).astype("int32"),
+           "targets": rng.integers(2, 30, (3, 8)).astype("int32")}
+  masks = []
+  for _ in range(2):
+    trainer.train_step(strategy.experimental_distribute_values_from_function(lambda ctx: batch))
+    masks.append([m.numpy().astype(int).tolist() for m in strategy.experimental_local_results(record)])
+  return [list(steps) for steps in zip(*masks)]
+
+
+def xla_compiled_functions(trainer):
+  """How many functions marked for XLA compilation (`_XlaMustCompile`) the trainer's gradient
+  pass traced; each traced one was called by a step, and TensorFlow compiles such a function
+  with XLA or fails. 0 when the pass is a plain (uncompiled) function."""
+  fn = trainer.gradients_fn
+  if not hasattr(fn, "experimental_get_tracing_count"):
+    return 0
+  return sum(bool(f.function_def.attr["_XlaMustCompile"].b)
+             for f in fn._list_all_concrete_functions_for_serialization())  # pylint: disable=protected-access
+
+
 def micro_batches(replicas, updates=2, accumulation=2, rows=3):
   """[update][micro-batch][replica] -> batch, each with its own amount of target padding."""
   rng = np.random.default_rng(0)
@@ -149,6 +189,7 @@ def check_clipping_and_accumulation(strategy, out, xla=False):
   # near 0 into a sign flip of its whole update (a few elements of ~20k differ by ~2 lr),
   # so an element-wise tolerance would test the rounding, not the algorithm.
   return {"losses": losses, "tokens": tokens, "steps": [one.step, many.step],
+          "xla_compiled_functions": xla_compiled_functions(many),
           "apart_over_moved": distance(many.model.get_weights(), one.model.get_weights()) / moved,
           "unclipped_apart_over_moved":
               distance(unclipped.model.get_weights(), one.model.get_weights()) / moved}
@@ -174,6 +215,7 @@ def main():
     strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(INDEX)])
     results = {"replicas": strategy.num_replicas_in_sync,
                **check_masks(strategy, 0),
+               "trainer_masks": trainer_masks(strategy, OUT),
                "clipping": check_clipping_and_accumulation(strategy, f"{OUT}/clip")}
     if INDEX == 2:
       results["clipping_xla"] = check_clipping_and_accumulation(strategy, f"{OUT}/xla", xla=True)
@@ -183,7 +225,8 @@ def main():
                                                   float(results["poison"]), INDEX - 1, 4)
   else:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
-    results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX)}
+    results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
+               "trainer_masks": trainer_masks(strategy, OUT)}
     hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
     trained = train_loop.train_and_evaluate(
         get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=0,

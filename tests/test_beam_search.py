@@ -406,8 +406,8 @@ def test_transformer_large_beam_equals_exhaustive_search():
   # The real model: cached decode_step inside the search against teacher-forced scoring of every
   # sequence. Vocab 5, length <= 4: 1 + 4 + 16 + 64 = 85 sequences end in EOS; a beam of 160
   # keeps all 64 alive prefixes and its 320 candidates cover all 64 * 5 extensions.
-  transformer = pytest.importorskip("t2t_lite.models.transformer")
   from t2t_lite.hparams import ModelConfig
+  from t2t_lite.models import transformer  # the project's own code: an ImportError fails the test
   keras.utils.set_random_seed(0)
   vocab, max_length, alpha = 5, 4, 0.6
   config = ModelConfig(hidden_size=16, filter_size=32, num_heads=2, num_encoder_layers=1,

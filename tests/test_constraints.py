@@ -84,9 +84,13 @@ def words_unsplit(tokens):
 # ---------------------------------------------------------------- brute force
 
 
-def reachable_outputs(constraint, source, limit):
+def reachable_outputs(constraint, source, limit, is_complete):
   """Every complete output (tokens before EOS) the constraint allows within `limit` tokens
-  (EOS included), by breadth-first search over allowed tokens; the frontier is one batch."""
+  (EOS included), by breadth-first search over allowed tokens; the frontier is one batch.
+
+  `is_complete(prefix)`, the test's own checker, must hold wherever EOS is allowed: a dead end
+  (a state the rules leave with no token, which the constraint ends with EOS) fails here. No
+  prefix may still be open after `limit` steps: every hypothesis finishes within its limit."""
   state = numpy_tree(constraint.initial_state(np.array([source]), np.array([limit])))
   prefixes = [()]
   complete = set()
@@ -98,11 +102,13 @@ def reachable_outputs(constraint, source, limit):
     assert set(rows) == set(range(len(prefixes))), "a reachable state allows no token"
     keep = tokens != EOS
     for row in rows[~keep]:
+      assert is_complete(prefixes[row]), f"EOS allowed after {prefixes[row]}: a dead end"
       complete.add(prefixes[row])
     rows, tokens = rows[keep], tokens[keep]
     state = numpy_tree(constraint.update({k: v[rows] for k, v in state.items()},
                                          np.asarray(tokens, "int32"), step))
     prefixes = [prefixes[r] + (int(t),) for r, t in zip(rows, tokens)]
+  assert not prefixes, f"{len(prefixes)} prefixes still open at the limit, e.g. {prefixes[0]}"
   return complete
 
 
@@ -111,7 +117,8 @@ def test_tree_constraint_allows_exactly_the_trees_with_one_leaf_per_word(words, 
   """Every output it allows is a tree with `words` XX leaves, and every such tree that fits in
   the limit (EOS included) is reachable: the allowed set equals brute-force enumeration."""
   source = [WORD] * words + [EOS, PAD]
-  allowed = reachable_outputs(symbol_constraint(), source, limit)
+  allowed = reachable_outputs(symbol_constraint(), source, limit,
+                              lambda seq: is_tree(seq, [XX] * words))
   alphabet = OPENS + CLOSES + (XX,)
   every_tree = {seq for length in range(1, limit)
                 for seq in itertools.product(alphabet, repeat=length)
@@ -124,7 +131,8 @@ def test_tree_constraint_allows_exactly_the_trees_with_one_leaf_per_word(words, 
 def test_tree_constraint_bounds_brackets_in_a_row_and_depth(max_open_run, max_depth):
   constraint = TreeConstraint(VOCAB, OPENS, CLOSES, leaf_ids=[XX], word_start_ids=[WORD],
                               max_open_run=max_open_run, max_depth=max_depth)
-  allowed = reachable_outputs(constraint, [WORD, WORD, EOS], 9)
+  allowed = reachable_outputs(constraint, [WORD, WORD, EOS], 9,
+                              lambda seq: is_tree(seq, [XX] * 2, max_open_run, max_depth))
   every_tree = {seq for length in range(1, 9)
                 for seq in itertools.product(OPENS + CLOSES + (XX,), repeat=length)
                 if is_tree(seq, [XX] * 2, max_open_run, max_depth)}
@@ -136,7 +144,8 @@ def test_tree_constraint_bounds_brackets_in_a_row_and_depth(max_open_run, max_de
 def test_copy_constraint_allows_exactly_the_trees_over_the_source_pieces(source, limit):
   """Word leaves: the leaves are the source pieces in order, a word's pieces never split by a
   bracket; every such tree within the limit is reachable."""
-  allowed = reachable_outputs(copy_constraint(), source + [EOS], limit)
+  allowed = reachable_outputs(copy_constraint(), source + [EOS], limit,
+                              lambda seq: is_tree(seq, source) and words_unsplit(seq))
   alphabet = OPENS + CLOSES + tuple(sorted(set(source)))
   every_tree = {seq for length in range(1, limit)
                 for seq in itertools.product(alphabet, repeat=length)
@@ -162,11 +171,12 @@ def test_tree_constraint_state_counts_words_and_forbids_empty_and_second_trees()
 
 def test_tree_constraint_leaves_room_to_finish_within_the_limit():
   """With 2 words and a limit of 6 tokens, (A XX XX ) EOS is the only shape: no extra bracket."""
-  outputs = reachable_outputs(symbol_constraint(), [WORD, WORD2, EOS], 6)
+  two_leaves = lambda seq: is_tree(seq, [XX] * 2)
+  outputs = reachable_outputs(symbol_constraint(), [WORD, WORD2, EOS], 6, two_leaves)
   assert all(len(seq) <= 5 for seq in outputs)
   assert (OPEN_A, XX, XX, CLOSE) in outputs and (OPEN_A, OPEN_B, XX, CLOSE, XX, CLOSE) not in outputs
   # A limit too short for any tree: EOS at once rather than a dead end.
-  assert reachable_outputs(symbol_constraint(), [WORD, WORD2, EOS], 4) == {()}
+  assert reachable_outputs(symbol_constraint(), [WORD, WORD2, EOS], 4, lambda seq: seq == ()) == {()}
 
 
 def test_tree_constraint_rejects_overlapping_token_sets():
@@ -217,16 +227,23 @@ def test_every_constrained_output_is_a_tree_over_the_input(search, copy):
       outputs = np.asarray(ops.convert_to_numpy(
           sampling_search(fn, {}, 3, 16, temperature=1.0, seed=seed, **kwargs)[0]))[:, None]
     for sentence, beams in enumerate(outputs):
-      source = [t for t in SOURCES[sentence] if t not in (PAD, EOS)]
-      leaves = source if copy else [XX] * sum(t in (WORD, WORD2) for t in source)
       for row in beams:
         tokens = until_eos(row)
         assert tokens is not None and len(tokens) < limits[sentence], row
-        assert is_tree(tokens, leaves) and words_unsplit(tokens), row
-  # Unconstrained, the same models write other things: the test above can fail.
-  fn, _ = random_model(0)
-  free = np.asarray(ops.convert_to_numpy(greedy_search(fn, {}, 3, 16)[0]))
-  assert not all(until_eos(r) and is_tree(until_eos(r), [XX] * 2) for r in free)
+        assert is_tree(tokens, expected_leaves(sentence, copy)) and words_unsplit(tokens), row
+  # Unconstrained, the same models write no tree over any sentence's own leaves (2, 3 and 1
+  # words): the checks above can fail.
+  for seed in range(3):
+    fn, _ = random_model(seed)
+    free = np.asarray(ops.convert_to_numpy(greedy_search(fn, {}, 3, 16, decode_lengths=limits)[0]))
+    assert not any(until_eos(row) is not None and is_tree(until_eos(row), expected_leaves(s, copy))
+                   for s, row in enumerate(free))
+
+
+def expected_leaves(sentence, copy):
+  """The leaves of a tree over SOURCES[sentence]: its pieces (copy) or one XX per word."""
+  source = [int(t) for t in SOURCES[sentence] if t not in (PAD, EOS)]
+  return source if copy else [XX] * sum(t in (WORD, WORD2) for t in source)
 
 
 def teacher_forced_log_prob(table, tokens):

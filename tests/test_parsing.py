@@ -5,6 +5,7 @@ Pure Python except the problem/vocabulary tests (tf.data, sentencepiece); no mod
 """
 
 import random
+import re
 
 import pytest
 
@@ -382,15 +383,37 @@ def test_vocabulary_keeps_tree_tokens_whole_and_round_trips(problem, small_vocab
 
 # --- Linearizations, their problems, and constrained decoding with a real vocabulary. ------------
 
+def _leaf_tokens(text):
+  return [t for t in text.split() if not t.startswith(("(", ")"))]
+
+
+def _linearized_from_bracket_string(gold, linearization):
+  """The target written from the gold tree's own bracket string `(S (NP (NNP Vinken)) (. .))`,
+  not by `linearize`: each preterminal `(TAG word)` becomes XX, TAG or word, and `)` a token."""
+  leaf = {"xx": "XX", "tags": r"\1", "words": r"\2"}[linearization]
+  text = re.sub(r"\(([^()\s]+) ([^()\s]+)\)", leaf, str(gold))
+  return " ".join(text.replace(")", " )").split())
+
+
 @pytest.mark.parametrize("linearization", ["xx", "tags", "words"])
 def test_every_sample_tree_round_trips_in_every_linearization(sample_trees, linearization):
+  """The target text is the gold tree's (checked against its bracket string), its leaves are the
+  words / tags / XX, and read back from that text alone (its own leaf tokens as the words) it is
+  the gold tree: a target with wrong leaves cannot hide behind the `words` argument."""
   for gold in sample_trees["train"] + sample_trees["dev"]:
     words, target = linearize.text_pair(gold, linearization)
+    assert words.split() == gold.leaves()
+    assert target == _linearized_from_bracket_string(gold, linearization)
+    leaves = _leaf_tokens(target)
+    assert leaves == {"xx": ["XX"] * len(gold.leaves()), "tags": [tag for tag, _ in gold.pos()],
+                      "words": gold.leaves()}[linearization]
     result = linearize.tree_from_linearized(target, words, leaf_tags=linearization == "tags")
     assert result.repairs == ()
     expected = gold if linearization == "tags" else _with_tags(gold, "XX")
     assert str(result.tree) == str(expected)
-    assert linearize.linearize(gold, linearization) == target
+    if linearization == "words":   # the leaves read back from the target text, not from `words`
+      from_target = linearize.tree_from_linearized(target, leaves)
+      assert from_target.repairs == () and str(from_target.tree) == str(expected)
   with pytest.raises(ValueError, match="unknown linearization 'bad'"):
     linearize.linearize(gold, "bad")
 
@@ -431,8 +454,10 @@ def test_variants_tokenize_tree_tokens_whole_and_word_leaves_as_the_input(varian
 
 @pytest.mark.parametrize("beam_size", [1, 4])
 def test_constrained_search_with_a_random_model_gives_trees_over_the_input(variant, beam_size):
-  """A random Transformer (no training) through the real search graph: every output is a tree
-  over the input, with no repair; unconstrained, the same model's outputs are not."""
+  """A random Transformer (no training) through the real search graph: every returned beam is a
+  tree over the input, with no repair, whose leaves are the linearization's leaf symbols (XX, a
+  part-of-speech tag, or the input's words: never a word piece where a symbol belongs);
+  unconstrained, the same model's outputs are not trees."""
   import numpy as np
   import tensorflow as tf
   from t2t_lite.data.vocab import strip_ids
@@ -440,6 +465,7 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
   from t2t_lite.hparams import DecodeHParams, ModelConfig
   from t2t_lite.models.transformer import Transformer
   problem, vocab = variant
+  tags = {tag for _, target in problem.text_pairs("train") for tag in _leaf_tokens(target)}
   tf.keras.utils.set_random_seed(0)
   model = Transformer(ModelConfig(hidden_size=32, filter_size=64, num_heads=4,
                                   num_encoder_layers=1, num_decoder_layers=1), vocab.vocab_size)
@@ -453,17 +479,24 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
   for constrained in (True, False):
     search = make_search_fn(model, decode_hparams, 1024,
                             problem.decode_constraint(vocab) if constrained else None)
-    ids = tf.function(search, jit_compile=True)(tf.constant(batch))[0].numpy()
+    ids, scores = (t.numpy() for t in tf.function(search, jit_compile=True)(tf.constant(batch)))
     repaired = 0
     for (source, _), row in zip(pairs, ids[:, 0]):
-      decoded = vocab.decode(strip_ids(row))
-      result = linearize.tree_from_linearized(decoded, source)
-      repaired += result.repaired
-      if constrained:
-        assert result.repairs == (), decoded
-        if problem.linearization == "words":
-          assert [t for t in decoded.split() if not t.startswith(("(", ")"))] == source.split()
+      repaired += linearize.tree_from_linearized(vocab.decode(strip_ids(row)), source).repaired
     assert (repaired == 0) == constrained
+    if not constrained:
+      continue
+    assert np.isfinite(scores[:, 0]).all()          # every sentence has a finished tree
+    for (source, _), beams, beam_scores in zip(pairs, ids, scores):
+      for row in beams[np.isfinite(beam_scores)]:     # every finished beam, not only the best
+        decoded = vocab.decode(strip_ids(row))
+        assert linearize.tree_from_linearized(decoded, source).repairs == (), decoded
+        leaves = _leaf_tokens(decoded)
+        if problem.linearization == "words":
+          assert leaves == source.split(), decoded
+        else:
+          assert set(leaves) <= ({"XX"} if problem.linearization == "xx" else tags - {"XX"}), decoded
+          assert len(leaves) == len(source.split()), decoded
 
 
 def test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint(ptb, tmp_path):

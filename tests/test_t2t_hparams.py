@@ -60,27 +60,45 @@ def test_transformer_base_is_v3():
       "optimizer_adam_beta2", "learning_rate_schedule", "learning_rate_constant"]
 
 
-def _t2t_rate(name, hp, step):
-  """T2T's learning rate of `hp` at update `step` (counted from 1), from its formulas."""
+def _t2t_rate(name, hp, global_step):
+  """T2T's learning rate of `hp` as utils/learning_rate.py computes it, at T2T's `global_step`:
+  the updates already applied, 0 at the first update (`tf.train.get_or_create_global_step()`,
+  read before the update increments it). Its legacy schedule (v1, v2) adds 1 to that step inside
+  `legacy_learning_rate_schedule`; `learning_rate_factor` (the `*`-products) uses it as it is."""
   d, w = hp.hidden_size, hp.learning_rate_warmup_steps
-  noam = d ** -0.5 * min(step * w ** -1.5, step ** -0.5)
+  legacy_step = global_step + 1
+  noam = d ** -0.5 * min(legacy_step * w ** -1.5, legacy_step ** -0.5)
+  rsqrt_decay = max(global_step, w) ** -0.5
   return {
       "transformer_base_v1": 5000.0 * 0.002 * 0.1 * noam,
       "transformer_base_v2": 5000.0 * 0.002 * 0.2 * noam,
-      "transformer_base_v3": 2.0 * min(1.0, step / w) * max(step, w) ** -0.5 * d ** -0.5,
-      "transformer_base_single_gpu": 0.1 * min(1.0, step / w) * max(step, w) ** -0.5,
-      "transformer_tpu": max(step, w) ** -0.5,
+      "transformer_base_v3": 2.0 * min(1.0, global_step / w) * rsqrt_decay * d ** -0.5,
+      "transformer_base_single_gpu": 0.1 * min(1.0, global_step / w) * rsqrt_decay,
+      "transformer_tpu": rsqrt_decay,
   }[name]
 
 
-@pytest.mark.parametrize("name", ["transformer_base_v1", "transformer_base_v2",
-                                  "transformer_base_v3", "transformer_base_single_gpu",
+LEGACY = ("transformer_base_v1", "transformer_base_v2")
+
+
+@pytest.mark.parametrize("name", [*LEGACY, "transformer_base_v3", "transformer_base_single_gpu",
                                   "transformer_tpu"])
-@pytest.mark.parametrize("step", [1, 100, 3999, 4000, 8000, 10000, 16000, 50000])
-def test_learning_rates_are_t2t_formulas(name, step):
+@pytest.mark.parametrize("global_step", [0, 1, 99, 3999, 4000, 8000, 10000, 16000, 50000])
+def test_learning_rates_are_t2t_formulas(name, global_step):
+  """Keras calls the schedule with the optimizer's counter, 0 at the first update: T2T's global
+  step. The legacy sets give T2T's value at every update. The `*`-product sets differ from T2T
+  by one update, deliberately (schedule.py): this schedule counts updates from 1 for every
+  schedule, as T2T's legacy one does, so its rate at update g+1 is T2T's at g+1 computed one
+  global step later - and T2T's first update, at global step 0, has linear_warmup = 0, a learning
+  rate of 0, where this one has the rate of T2T's second update."""
   hp = get_hparams(name)
-  rate = float(TransformerSchedule.from_hparams(hp)(step - 1))  # Keras' counter is 0-based
-  assert rate == pytest.approx(_t2t_rate(name, hp, step), rel=1e-6)
+  rate = float(TransformerSchedule.from_hparams(hp)(global_step))
+  if name in LEGACY:
+    assert rate == pytest.approx(_t2t_rate(name, hp, global_step), rel=1e-6)
+  else:
+    assert rate == pytest.approx(_t2t_rate(name, hp, global_step + 1), rel=1e-6)  # the shift
+    if global_step == 0 and name != "transformer_tpu":   # (no linear_warmup in transformer_tpu)
+      assert _t2t_rate(name, hp, 0) == 0.0 < rate
 
 
 def test_single_gpu_learning_rate_is_t2t_not_base_scaled():

@@ -86,20 +86,33 @@ def test_worker_flags_are_checked_against_tf_config(monkeypatch):
 
 def test_checkpoints_every_n_seconds(tiny_model_dir, multi30k_slice, tmp_path, monkeypatch, capsys):
   """--save_checkpoints_secs: checkpoints (and evaluations) follow the clock, not the step
-  count; a fake clock makes every update take 1 s. keep_checkpoint_every_n_hours keeps them."""
+  count. A fake clock stands still except that every update takes exactly 1 s, so with a 2 s
+  interval the checkpoints are exactly steps 2, 4 and 6 (not every update, not only the last).
+  keep_checkpoint_every_n_hours keeps them."""
   from t2t_lite.hparams import get_hparams
   from t2t_lite.problems import get_problem
-  clock = iter(range(0, 10 ** 6, 1))
-  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: float(next(clock))))
+  now = [0.0]
+  real_step = train_loop.Trainer.train_step
+
+  def one_second_update(self, batch):
+    result = real_step(self, batch)
+    now[0] += 1.0
+    return result
+
+  monkeypatch.setattr(train_loop.Trainer, "train_step", one_second_update)
+  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
   _, data_dir = tiny_model_dir
   out = tmp_path / "model"
+  hparams = get_hparams("transformer_tiny", TINY_TEST_HPARAMS)
+  assert hparams.gradient_accumulation_steps == 1   # one train_step per update
   train_loop.train_and_evaluate(
       get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)),
-      get_hparams("transformer_tiny", TINY_TEST_HPARAMS), str(out), str(data_dir), train_steps=6,
+      hparams, str(out), str(data_dir), train_steps=6,
       eval_steps=1, save_checkpoints_steps=1000, keep_checkpoint_max=1, log_every=1000,
       save_checkpoints_secs=2, keep_checkpoint_every_n_hours=1e-9)
+  assert now[0] == 6.0
   steps = sorted(int(name[5:-6]) for name in os.listdir(out) if name.endswith(".index"))
-  assert len(steps) >= 3 and steps[-1] == 6           # kept despite keep_checkpoint_max=1
+  assert steps == [2, 4, 6]                           # kept despite keep_checkpoint_max=1
   printed = capsys.readouterr().out
   assert [int(line.split()[3].rstrip(":")) for line in printed.split("\n")
           if line.startswith("eval at step")] == steps
@@ -141,20 +154,32 @@ def test_t2t_walkthrough_then_evaluate(tiny_model_dir, multi30k_slice, tmp_path,
   assert os.listdir(train_dir / "eval")
 
 
-def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice, tmp_path, capsys):
+def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice, tmp_path, capsys,
+                                                monkeypatch):
   """--schedule=continuous_eval (T2T's evaluator job): evaluates the newest checkpoint, waits for
   the next one a training job writes, and stops at --train_steps. A thread stands in for the
-  training job: it writes checkpoint 1000 (a copy of the newest) a moment later."""
+  training job: once the first evaluation is written (an event, not a delay), it writes
+  checkpoint 1000 (a copy of the newest)."""
   import threading
-  import time
   from t2t_lite.problems import get_problem
   from t2t_lite.training import evaluation
   model_dir = tmp_path / "model"
   shutil.copytree(tiny_model_dir[0], model_dir)
   latest = tf.train.latest_checkpoint(str(model_dir))
+  evaluated, finished = threading.Event(), threading.Event()
+  real_write = evaluation.write_scalars
+
+  def write_scalars(*args, **kwargs):
+    real_write(*args, **kwargs)
+    evaluated.set()
+
+  monkeypatch.setattr(evaluation, "write_scalars", write_scalars)
 
   def write_next_checkpoint():
-    time.sleep(2)
+    while not (evaluated.wait(1) or finished.is_set()):
+      pass
+    if finished.is_set():   # the evaluator stopped before its first evaluation: the test fails
+      return
     for name in os.listdir(model_dir):
       if name.startswith(os.path.basename(latest) + "."):
         shutil.copy(model_dir / name, model_dir / name.replace(os.path.basename(latest), "ckpt-1000"))
@@ -162,10 +187,14 @@ def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice,
 
   writer = threading.Thread(target=write_next_checkpoint)
   writer.start()
-  results = evaluation.evaluate_checkpoints(
-      get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)), str(model_dir),
-      str(tiny_model_dir[1]), eval_steps=1, continuous=True, train_steps=1000, timeout_minutes=2)
-  writer.join()
+  try:
+    # The timeout only ends a run whose checkpoint never comes (a broken test), never a slow one.
+    results = evaluation.evaluate_checkpoints(
+        get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)), str(model_dir),
+        str(tiny_model_dir[1]), eval_steps=1, continuous=True, train_steps=1000, timeout_minutes=60)
+  finally:
+    finished.set()
+    writer.join()
   printed = capsys.readouterr().out
   assert f"eval of {os.path.basename(latest)} on dev" in printed
   assert "eval of ckpt-1000 on dev" in printed and results["step"] == 1000
