@@ -145,6 +145,8 @@ def _run_setup(tmp_path, *args):
     with open(os.path.join(REPO, name), encoding="utf-8") as f:
       (tmp_path / name).write_text(f.read())
   log = tmp_path / "calls.log"
+  # The browser's installer (apt, as root) is a stand-in that logs its call.
+  (tmp_path / "scripts" / "install_browser.sh").write_text(f'echo install_browser >> "{log}"\n')
   stubs = tmp_path / "stubs"
   stubs.mkdir()
   venv_bin = tmp_path / ".venv" / "bin"
@@ -167,6 +169,7 @@ def test_setup_installs_the_runtime_alone_for_the_quickstart(tmp_path):
   installs = [c for c in calls if c.startswith("-m pip install") and "--upgrade" not in c]
   assert installs == ["-m pip install -e ."]
   assert not any("--quiet" in c or " -q" in c for c in calls)  # pip's progress stays visible
+  assert "install_browser" not in calls
 
 
 def test_setup_installs_the_test_extra_by_default(tmp_path):
@@ -174,6 +177,7 @@ def test_setup_installs_the_test_extra_by_default(tmp_path):
   assert result.returncode == 0, result.stderr
   assert [c for c in calls if c.startswith("-m pip install") and "--upgrade" not in c] == [
       "-m pip install -e .[test]"]
+  assert "install_browser" in calls   # Chromium for the serve page's browser test
 
 
 def test_recipes_set_up_the_runtime_only():
