@@ -95,6 +95,18 @@ def build_parser(argv=None):
   p.add_argument("--cloud_tpu_name", default=f"{os.environ.get('USER', 'user')}-tpu",
                  help="with --use_tpu: the Cloud TPU's name (T2T's default: $USER-tpu)")
   common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training")
+  p.add_argument("--warm_start_from", default=None,
+                 help="start a new --output_dir from another model's weights (T2T): its model "
+                      "directory (latest checkpoint) or a checkpoint prefix; the run takes that "
+                      "model's vocabulary, architecture and (without --hparams) hparams; "
+                      "--hparams=name=value,... changes training settings only. Ignored once "
+                      "--output_dir has checkpoints (rerunning resumes)")
+  common.add_bool(p, "warm_start_keep_optimizer",
+                  "with --warm_start_from: also restore the source's optimizer state (Adam's "
+                  "moments) instead of a fresh one")
+  common.add_bool(p, "warm_start_keep_step",
+                  "with --warm_start_from: continue the source's update count and so its "
+                  "learning-rate schedule (default: restart at step 0 with a new warmup)")
   return p
 
 
@@ -116,6 +128,23 @@ def check_workers(worker_replicas, worker_id):
     raise common.UsageError(f"--worker_id={worker_id} but TF_CONFIG's task is worker {index}")
 
 
+def warm_start_settings(args, model, problem, hparams):
+  """(model, problem, hparams, WarmStart) of --warm_start_from: the source's model and
+  vocabulary; its hparams, or those given with only training settings changed."""
+  from t2t_lite import model_dir
+  from t2t_lite.problems import VocabProblem
+  source_dir, checkpoint = model_dir.warm_start_source(args.warm_start_from)
+  first = (args.hparams or "").split(",", 1)[0]
+  if args.hparams_set or (first and "=" not in first):  # a whole set: its architecture is checked
+    given = hparams
+  else:  # overrides only: over the source's hparams
+    given = model_dir.read_model_dir(source_dir)[1].parse(args.hparams or "")
+  hparams, model_name, vocab = model_dir.warm_start_settings(
+      source_dir, args.output_dir, given, None if args.model == "transformer" else model)
+  return (model_name, VocabProblem(problem, vocab), hparams,
+          model_dir.WarmStart(checkpoint, args.warm_start_keep_optimizer, args.warm_start_keep_step))
+
+
 def main(argv=None):
   args = common.parse_args(build_parser(argv), argv)
 
@@ -128,8 +157,11 @@ def main(argv=None):
     model = registry.models.canonical(args.model)
     problem = common.get_problem(args)
     hparams = common.resolve_hparams(args.hparams, args.hparams_set)
-    if not args.overwrite_output_dir:  # a run in a model directory (resuming, or fine-tuning an
-      # imported model) keeps its vocabulary and, without --hparams, its recorded hparams
+    warm_start = None
+    if args.warm_start_from:  # the source's vocabulary, model and (unless given) hparams
+      model, problem, hparams, warm_start = warm_start_settings(args, model, problem, hparams)
+    elif not args.overwrite_output_dir:  # a run in a model directory (resuming, or fine-tuning
+      # an imported model) keeps its vocabulary and, without --hparams, its recorded hparams
       problem = model_dir.with_saved_vocab(problem, args.output_dir)
       if not (args.hparams or args.hparams_set):
         hparams = model_dir.saved_hparams(args.output_dir) or hparams
@@ -183,7 +215,8 @@ def main(argv=None):
         evaluate_fn=None if training_only else evaluate_fn,
         max_train_seconds=args.train_minutes * 60 if args.train_minutes else None, model=model,
         save_checkpoints_secs=args.save_checkpoints_secs,
-        keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split)
+        keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split,
+        warm_start=warm_start)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2

@@ -139,7 +139,8 @@ class Trainer:
   def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
                strategy: tf.distribute.Strategy | None = None, keep_checkpoint_max: int = 20,
                model: str = model_dir.DEFAULT_MODEL,
-               keep_checkpoint_every_n_hours: float | None = None):
+               keep_checkpoint_every_n_hours: float | None = None,
+               warm_start: model_dir.WarmStart | None = None):
     self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
     distribute.check_supported(self.strategy, hparams)
@@ -163,14 +164,36 @@ class Trainer:
         self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max,
         keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours)
     self.restored_from = self.manager.latest_checkpoint
+    self.warm_started_from = None
     if self.restored_from:
       self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+    elif warm_start is not None:  # T2T: a warm start only initializes a directory without checkpoints
+      self._warm_start(warm_start)
     seed_dropout(self.model, hparams.seed, self.step)
     self.gradients_fn = (tf.function(self.gradients, jit_compile=True, reduce_retracing=True)
                          if hparams.xla_compile else self.gradients)
     self._micro_batches = 0
     self._step_fns = {}
     self._eval_fn = None
+
+  def _warm_start(self, warm_start: model_dir.WarmStart):
+    """The source checkpoint's weights (and, as asked, its optimizer state and step); a model
+    that does not fit it is a ModelDirError naming the variables that differ."""
+    path = warm_start.checkpoint
+    model_dir.check_checkpoint_fits(self.model, path)
+    source_step = model_dir.checkpoint_step(path)
+    if warm_start.keep_optimizer and source_step is None:
+      raise model_dir.ModelDirError(f"--warm_start_keep_optimizer: {path} holds no optimizer state "
+                                    "(an imported or averaged model); leave the option out")
+    objects = {"model": model_dir.checkpointable(self.model)}
+    if warm_start.keep_optimizer:
+      objects["optimizer"] = self.optimizer
+    try:
+      tf.train.Checkpoint(**objects).restore(path).expect_partial().assert_existing_objects_matched()
+    except AssertionError as e:  # e.g. another optimizer's state with keep_optimizer
+      raise model_dir.ModelDirError(f"cannot warm start from {path}: {e}") from None
+    self.optimizer.iterations.assign((source_step or 0) if warm_start.keep_step else 0)
+    self.warm_started_from = path
 
   @property
   def step(self):
@@ -290,7 +313,7 @@ def train_and_evaluate(
     progress: bool | None = None, max_train_seconds: float | None = None,
     model: str = model_dir.DEFAULT_MODEL,
     save_checkpoints_secs: float = 0, keep_checkpoint_every_n_hours: float | None = None,
-    eval_split: str = "dev") -> dict[str, float]:
+    eval_split: str = "dev", warm_start: model_dir.WarmStart | None = None) -> dict[str, float]:
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
@@ -318,6 +341,9 @@ def train_and_evaluate(
     keep_checkpoint_every_n_hours: also keep one checkpoint per this many hours beyond
       `keep_checkpoint_max` (T2T; None: no).
     eval_split: the split evaluations use ("test": T2T's --eval_use_test_set).
+    warm_start: start from another model's checkpoint (T2T's --warm_start_from) when
+      `output_dir` has no checkpoint yet; `problem` must read the data in that model's vocabulary
+      and `hparams` have its architecture (`model_dir.warm_start_settings` gives both).
   Returns:
     A dict with the final step, last training loss and the last evaluation's metrics.
   """
@@ -330,10 +356,12 @@ def train_and_evaluate(
                               model)
     model_dir.write_vocab(output_dir, vocab)
   trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
-                    keep_checkpoint_every_n_hours)
+                    keep_checkpoint_every_n_hours, warm_start)
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
+  elif trainer.warm_started_from:
+    print(f"warm start from {trainer.warm_started_from} at step {start}", flush=True)
   if start >= train_steps:
     print(f"already trained {start} >= train_steps={train_steps} steps; nothing to do", flush=True)
     return {"step": start}
