@@ -92,7 +92,10 @@ def write_model_dir(output_dir: str, hparams: HParams, problem_name: str, flags:
   if overwrite and os.path.isdir(output_dir):
     for name in os.listdir(output_dir):
       target = os.path.join(output_dir, name)
-      shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+      if os.path.isdir(target) and not os.path.islink(target):  # OUTPUT_DIR/best is a link
+        shutil.rmtree(target)
+      else:
+        os.remove(target)
   record = {"problem": problem_name, "model": model, "hparams": json.loads(hparams.to_json()),
             "flags": flags or {}, "vocab_size": vocab_size}
   atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")

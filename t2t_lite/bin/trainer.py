@@ -94,7 +94,20 @@ def build_parser(argv=None):
   p.add_argument("--master", default="", help="with --use_tpu: the TPU's address (T2T)")
   p.add_argument("--cloud_tpu_name", default=f"{os.environ.get('USER', 'user')}-tpu",
                  help="with --use_tpu: the Cloud TPU's name (T2T's default: $USER-tpu)")
-  common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training")
+  common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training: "
+                              "of OUTPUT_DIR/best when evaluations kept one (T2T's BestExporter), "
+                              "else of the last checkpoint")
+  p.add_argument("--eval_early_stopping_metric", default=None,
+                 help="the evaluation metric that picks OUTPUT_DIR/best and drives early stopping: "
+                      "bleu, loss, nll or perplexity (default: bleu when dev BLEU is decoded, "
+                      "else loss; T2T's default was loss)")
+  common.add_bool(p, "eval_early_stopping_metric_minimize",
+                  "smaller is better (default: false for bleu, true for the losses)", default=None)
+  p.add_argument("--eval_early_stopping_steps", type=int, default=None,
+                 help="stop when the metric has not improved for this many updates (T2T; "
+                      "default: never stop early, but still keep OUTPUT_DIR/best)")
+  p.add_argument("--eval_early_stopping_metric_delta", type=float, default=0.1,
+                 help="an improvement must exceed this, for best/ and for the patience (T2T)")
   p.add_argument("--warm_start_from", default=None,
                  help="start a new --output_dir from another model's weights (T2T): its model "
                       "directory (latest checkpoint) or a checkpoint prefix; the run takes that "
@@ -170,6 +183,13 @@ def main(argv=None):
     if args.xla_compile:
       hparams = hparams.replace(xla_compile=True)
     check_workers(args.worker_replicas, args.worker_id)
+    from t2t_lite.training.best import EarlyStopping
+    early_stopping = EarlyStopping(args.eval_early_stopping_metric,
+                                   args.eval_early_stopping_metric_minimize,
+                                   args.eval_early_stopping_steps, args.eval_early_stopping_metric_delta)
+    if args.eval_early_stopping_metric not in (None, "loss", "nll", "perplexity", "bleu"):
+      raise common.UsageError(f"--eval_early_stopping_metric={args.eval_early_stopping_metric}: "
+                              "use bleu, loss, nll or perplexity")
     decode_hparams = problem.default_decode_hparams().replace(beam_size=1).parse(
         args.decode_hparams)
 
@@ -187,6 +207,10 @@ def main(argv=None):
   if not args.no_eval_bleu and hparams.eval_bleu_examples > 0:
     evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples,
                                            decode_hparams, split=eval_split)
+  if args.eval_early_stopping_metric == "bleu" and evaluate_fn is None:
+    print("error: --eval_early_stopping_metric=bleu needs dev BLEU: drop --no_eval_bleu and keep "
+          "the hparam eval_bleu_examples > 0", file=sys.stderr)
+    return 2
   try:
     if args.schedule in EVAL_SCHEDULES:
       on_train = args.schedule.endswith("on_train_data")
@@ -216,7 +240,7 @@ def main(argv=None):
         max_train_seconds=args.train_minutes * 60 if args.train_minutes else None, model=model,
         save_checkpoints_secs=args.save_checkpoints_secs,
         keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split,
-        warm_start=warm_start)
+        warm_start=warm_start, early_stopping=early_stopping)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -226,7 +250,9 @@ def main(argv=None):
   print("done: " + ", ".join(f"{k} {v}" for k, v in results.items()), flush=True)
   if args.export:
     from t2t_lite.export import saved_model
-    saved_model.export(args.output_dir, f"{args.output_dir}/export")
+    from t2t_lite.training.best import best_dir, read_best
+    exported = best_dir(args.output_dir) if read_best(args.output_dir) else args.output_dir
+    saved_model.export(exported, f"{args.output_dir}/export")
   return 0
 
 

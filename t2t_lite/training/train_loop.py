@@ -44,6 +44,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import Problem
+from t2t_lite.training import best as best_lib
 from t2t_lite.training import distribute, evaluation
 from t2t_lite.training.adafactor import adafactor
 from t2t_lite.training.adam import Adam
@@ -313,7 +314,8 @@ def train_and_evaluate(
     progress: bool | None = None, max_train_seconds: float | None = None,
     model: str = model_dir.DEFAULT_MODEL,
     save_checkpoints_secs: float = 0, keep_checkpoint_every_n_hours: float | None = None,
-    eval_split: str = "dev", warm_start: model_dir.WarmStart | None = None) -> dict[str, float]:
+    eval_split: str = "dev", warm_start: model_dir.WarmStart | None = None,
+    early_stopping: best_lib.EarlyStopping | None = None) -> dict[str, float]:
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
@@ -344,8 +346,12 @@ def train_and_evaluate(
     warm_start: start from another model's checkpoint (T2T's --warm_start_from) when
       `output_dir` has no checkpoint yet; `problem` must read the data in that model's vocabulary
       and `hparams` have its architecture (`model_dir.warm_start_settings` gives both).
+    early_stopping: which evaluation metric picks the best checkpoint, kept as OUTPUT_DIR/best
+      whenever evaluations run (default: dev BLEU when `evaluate_fn` gives it, else dev loss),
+      and the patience after which training stops (`t2t_lite.training.best`).
   Returns:
-    A dict with the final step, last training loss and the last evaluation's metrics.
+    A dict with the final step, last training loss, the last evaluation's metrics and, when
+    evaluations ran, the best one's step and metric (`best_step`, `best_<metric>`).
   """
   strategy = strategy or tf.distribute.get_strategy()
   vocab = problem.get_vocab(data_dir)
@@ -357,6 +363,11 @@ def train_and_evaluate(
     model_dir.write_vocab(output_dir, vocab)
   trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
                     keep_checkpoint_every_n_hours, warm_start)
+  keeper = best_lib.BestKeeper(trainer.manager.directory, early_stopping) if eval_steps else None
+  if (keeper and keeper.settings.patience and keeper.settings.metric in (None, "bleu")
+      and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+    raise ValueError("early stopping with several workers needs a metric every worker computes: "
+                     "--eval_early_stopping_metric=loss (dev BLEU is decoded on the chief only)")
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
@@ -418,8 +429,21 @@ def train_and_evaluate(
         results.update(evaluate_fn(trainer.model))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
+      if keeper.update(step, results, trainer.checkpoint) and chief:
+        print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: kept as "
+              f"{best_lib.best_dir(output_dir)}", flush=True)
+      if keeper.should_stop(step):
+        print(f"early stopping at step {step}: {keeper.best['metric']} has not improved by more "
+              f"than {keeper.settings.delta} in {step - keeper.best['step']} updates since step "
+              f"{keeper.best['step']}", flush=True)
+        if not save_now:
+          trainer.save()
+        results["stopped_early"] = step
+        break
       window_start = time.time()
     if out_of_time:
       break
   results.update(step=trainer.step, train_loss=loss)
+  if keeper is not None and keeper.best is not None:
+    results.update({"best_step": keeper.best["step"], f"best_{keeper.best['metric']}": keeper.best["value"]})
   return results
