@@ -90,18 +90,28 @@ def test_metric_defaults_and_directions():
     best.EarlyStopping("bleu").resolve({"loss": 1.0})
 
 
+KILLED_RUN = """
+import sys, time
+from t2t_lite.hparams import get_hparams
+from t2t_lite.problems import get_problem
+from t2t_lite.training import best, train_loop
+train_loop.train_and_evaluate(
+    get_problem("algorithmic_copy"), get_hparams("transformer_tiny", sys.argv[3]), sys.argv[1], None,
+    train_steps=int(sys.argv[2]), eval_steps=1, save_checkpoints_steps=1, log_every=100,
+    evaluate_fn=lambda model: {"score": float(time.time_ns())},  # each evaluation is a new best
+    early_stopping=best.EarlyStopping("score", minimize=False, delta=0.0))
+"""
+
+
 def test_a_kill_during_training_never_loses_best(tmp_path):
-  """SIGKILL right after an evaluation is printed (best/ being written), then checks that best/
-  is a complete model directory whose step is one the trainer reported; a rerun finishes."""
-  out = tmp_path / "model"
-  command = [sys.executable, "-m", "t2t_lite.bin.trainer", "--problem=algorithmic_copy",
-             f"--output_dir={out}", f"--hparams=transformer_tiny,{MICRO}", "--train_steps=40",
-             "--local_eval_frequency=1", "--eval_steps=1", "--log_every=100",
-             "--eval_early_stopping_metric_delta=0"]
+  """SIGKILL as soon as an evaluation is printed (its best/ is being written then), then checks
+  that best/ is a complete model directory of a step the trainer reported; a rerun finishes."""
+  out, script = tmp_path / "model", tmp_path / "run.py"
+  script.write_text(KILLED_RUN, encoding="utf-8")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
   kept, evaluated = [], None
-  with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                        env=env) as process:
+  with subprocess.Popen([sys.executable, str(script), str(out), "40", MICRO], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True, env=env) as process:
     for line in process.stdout:
       if line.startswith("best "):
         kept.append(int(line.split(" at step ")[1].split(":")[0]))
@@ -118,8 +128,9 @@ def test_a_kill_during_training_never_loses_best(tmp_path):
   assert path == record["checkpoint"]
   with open(out / "best" / model_dir.HPARAMS_FILE, encoding="utf-8") as f:
     assert json.load(f)["problem"] == "algorithmic_copy"
-  rerun = subprocess.run([c for c in command if "train_steps" not in c] + [
-      f"--train_steps={evaluated + 4}"], capture_output=True, text=True, env=env)
+  rerun = subprocess.run([sys.executable, str(script), str(out), str(evaluated + 2), MICRO],
+                         capture_output=True, text=True, env=env)
   assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
-  final = best.read_best(str(out))
-  assert [n for n in os.listdir(out) if n.startswith((".tmp-best", ".best-"))] == [f".best-{final['step']}"]
+  assert best.read_best(str(out))["step"] == evaluated + 2
+  leftovers = [n for n in os.listdir(out) if n.startswith((".tmp-best", ".best-"))]
+  assert leftovers == [f".best-{evaluated + 2}"]
