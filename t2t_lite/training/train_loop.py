@@ -31,6 +31,7 @@ averages micro-batches instead of weighting them by their tokens.
   see the same all-reduced values) before anything is saved after it.
 """
 
+import contextlib
 import os
 import random
 import sys
@@ -159,8 +160,17 @@ class Trainer:
                           if hparams.gradient_accumulation_steps > 1 else None)
       self.nonfinite = tf.Variable(False, trainable=False, name="nonfinite_loss_seen",
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      # The weights' moving averages (hparams weight_ema_decay): every replica holds the same
+      # weights after an update, so the first replica's average is every replica's.
+      self.ema = {name: tf.Variable(tf.convert_to_tensor(v), trainable=False, name="ema",
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                  for name, v in model_dir.checkpointable(self.model).items() if v.trainable
+                  } if hparams.weight_ema_decay > 0 else None
+    self._ema_pairs = [] if self.ema is None else [
+        (self.ema[name], v) for name, v in model_dir.checkpointable(self.model).items() if name in self.ema]
     self.checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(self.model),
-                                          optimizer=self.optimizer)
+                                          optimizer=self.optimizer,
+                                          **({model_dir.EMA_ROOT: self.ema} if self.ema else {}))
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max,
         keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours)
@@ -194,6 +204,8 @@ class Trainer:
     except AssertionError as e:  # e.g. another optimizer's state with keep_optimizer
       raise model_dir.ModelDirError(f"cannot warm start from {path}: {e}") from None
     self.optimizer.iterations.assign((source_step or 0) if warm_start.keep_step else 0)
+    for average, variable in self._ema_pairs:  # the average starts from the warm-start weights
+      average.assign(tf.convert_to_tensor(variable))
     self.warm_started_from = path
 
   @property
@@ -253,6 +265,9 @@ class Trainer:
       factor = clip / tf.maximum(norm, clip)
       grads = [g * tf.cast(factor, g.dtype) for g in grads]
     self.optimizer.apply(grads, self.model.trainable_variables)
+    decay = self.hparams.weight_ema_decay
+    for average, variable in self._ema_pairs:  # after the update (program order in tf.function)
+      average.assign(decay * average + (1.0 - decay) * tf.convert_to_tensor(variable))
     self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(finite)))
     return loss, batch_tokens
 
@@ -297,10 +312,27 @@ class Trainer:
     return self.manager.save(checkpoint_number=self.step)
 
   def evaluate(self, dataset, max_batches=None):
-    """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity."""
+    """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity (of the
+    weights' moving averages when weight_ema_decay > 0: call inside `evaluated_weights`)."""
     if self._eval_fn is None:  # built once: later evaluations reuse its traces
       self._eval_fn = evaluation.eval_step_fn(self.model, self.hparams.label_smoothing)
     return evaluation.evaluate(self._eval_fn, dataset, max_batches)
+
+  @contextlib.contextmanager
+  def evaluated_weights(self):
+    """Within: the model holds what evaluation, decoding and export use (the moving averages
+    of the weights with weight_ema_decay > 0; else the weights themselves, untouched)."""
+    if not self._ema_pairs:
+      yield self.model
+      return
+    trained = [tf.identity(variable.value) for _, variable in self._ema_pairs]
+    for average, variable in self._ema_pairs:
+      variable.assign(average.read_value())
+    try:
+      yield self.model
+    finally:
+      for value, (_, variable) in zip(trained, self._ema_pairs):
+        variable.assign(value)
 
 
 def train_and_evaluate(
@@ -423,10 +455,11 @@ def train_and_evaluate(
       if chief:
         print(f"saved {path}", flush=True)
     if eval_steps and (last or (save_now if eval_at_saves else step % eval_every == 0)):
-      results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
-                                 eval_steps)
-      if evaluate_fn is not None and chief:
-        results.update(evaluate_fn(trainer.model))
+      with trainer.evaluated_weights() as evaluated:
+        results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
+                                   eval_steps)
+        if evaluate_fn is not None and chief:
+          results.update(evaluate_fn(evaluated))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
       if keeper.update(step, results, trainer.checkpoint) and chief:
