@@ -15,6 +15,7 @@ Every command after the trainer reads the hparams from here, so overrides are ne
 half-written file.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -22,6 +23,7 @@ import re
 import shutil
 import sys
 import tempfile
+import zipfile
 
 import keras
 import numpy as np
@@ -40,6 +42,8 @@ DEFAULT_MODEL = "transformer"  # a name in `registry.models` (the trainer's --mo
 BEST_DIR = "best"      # OUTPUT_DIR/best: the best evaluation's checkpoint
 BEST_FILE = "best.json"
 EMA_ROOT = "ema"       # a checkpoint's moving averages of the weights (hparams weight_ema_decay)
+KERAS_RECORD = "t2t_lite.json"        # inside a .keras file: this directory's hparams.json
+KERAS_VOCAB = "t2t_lite_vocab.model"  # inside a .keras file: the vocabulary
 
 
 class ModelDirError(ValueError):
@@ -378,3 +382,61 @@ def warm_start_settings(source_dir: str, output_dir: str, hparams: HParams | Non
             f"source {source_dir} ({vocab.vocab_size} ids): warm start into a new --output_dir, or "
             "pass --overwrite_output_dir")
   return hparams, source_model, vocab
+
+
+# --- The native Keras format (.keras). ------------------------------------------------------------
+
+
+def save_keras(output_dir: str, path: str, checkpoint_path: str | None = None) -> str:
+  """Saves the model of `output_dir` (a checkpoint, default the latest; its moving averages
+  when it has them) as a `.keras` file that `keras.saving.load_model` loads, with the model
+  directory's record (problem, model, hparams) and vocabulary inside (`load_keras` reads them).
+  Written to a temporary file and renamed. Returns `path`."""
+  if not path.endswith(".keras"):
+    raise ModelDirError(f"{path}: a Keras file's name must end in .keras")
+  _, model, _ = restore_model(output_dir, checkpoint_path)
+  record = read_record(output_dir)
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
+  os.close(fd)
+  try:
+    model.save(tmp)
+    with zipfile.ZipFile(tmp, "a") as archive:
+      archive.writestr(KERAS_RECORD, json.dumps(record, indent=2, sort_keys=True))
+      archive.writestr(KERAS_VOCAB, load_vocab(output_dir).model_proto)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+  return path
+
+
+def load_keras(path: str) -> tuple[dict, object, keras.Model]:
+  """(record, vocabulary, model) of a `.keras` file written by `save_keras`."""
+  try:
+    with zipfile.ZipFile(path) as archive:
+      record = json.loads(archive.read(KERAS_RECORD))
+      vocab = vocab_lib.vocab_from_proto(archive.read(KERAS_VOCAB))
+  except (KeyError, zipfile.BadZipFile, FileNotFoundError) as e:
+    raise ModelDirError(f"{path} is not a .keras file written by t2t_lite (save_keras, the "
+                        f"trainer's --export_keras): {e}") from None
+  set_precision_policy(HParams.from_json(json.dumps(record["hparams"])).replace(
+      mixed_precision="float32"))
+  return record, vocab, keras.saving.load_model(path)
+
+
+@contextlib.contextmanager
+def keras_model_dir(path: str):
+  """`path` itself for a model directory; for a `.keras` file, a temporary model directory of
+  its model (hparams.json, vocabulary, one checkpoint) for commands that read one."""
+  if not path.endswith(".keras"):
+    yield path
+    return
+  record, vocab, model = load_keras(path)
+  with tempfile.TemporaryDirectory(prefix="t2t_lite_keras_") as folder:
+    atomic_write(os.path.join(folder, HPARAMS_FILE), json.dumps(record, indent=2, sort_keys=True))
+    atomic_write(os.path.join(folder, VOCAB_FILE), vocab.model_proto)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=checkpointable(model)), folder,
+                               max_to_keep=None).save(checkpoint_number=0)
+    yield folder

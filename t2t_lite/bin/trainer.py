@@ -97,6 +97,10 @@ def build_parser(argv=None):
   common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training: "
                               "of OUTPUT_DIR/best when evaluations kept one (T2T's BestExporter), "
                               "else of the last checkpoint")
+  common.add_bool(p, "export_keras", "also save OUTPUT_DIR/model.keras (the native Keras format, "
+                                    "with the hparams and vocabulary inside; of the best "
+                                    "checkpoint when there is one): keras.saving.load_model "
+                                    "loads it, t2t-lite-decoder --output_dir takes it")
   p.add_argument("--eval_early_stopping_metric", default=None,
                  help="the evaluation metric that picks OUTPUT_DIR/best and drives early stopping: "
                       "bleu, loss, nll or perplexity (default: bleu when dev BLEU is decoded, "
@@ -248,11 +252,13 @@ def main(argv=None):
     print(f"error: {e}", file=sys.stderr)
     return 1
   print("done: " + ", ".join(f"{k} {v}" for k, v in results.items()), flush=True)
+  from t2t_lite.training.best import best_dir, read_best  # T2T's BestExporter: the best, if kept
+  exported = best_dir(args.output_dir) if read_best(args.output_dir) else args.output_dir
   if args.export:
     from t2t_lite.export import saved_model
-    from t2t_lite.training.best import best_dir, read_best
-    exported = best_dir(args.output_dir) if read_best(args.output_dir) else args.output_dir
     saved_model.export(exported, f"{args.output_dir}/export")
+  if args.export_keras:
+    print("wrote " + model_dir.save_keras(exported, os.path.join(args.output_dir, "model.keras")))
   return 0
 
 
