@@ -347,7 +347,7 @@ def architecture_differences(old: HParams, new: HParams) -> dict:
           if "dropout" not in f.name and getattr(old, f.name) != getattr(new, f.name)}
 
 
-def warm_start_settings(source_dir: str, output_dir: str, hparams: HParams | None = None,
+def warm_start_settings(source_dir: str, output_dir: str | None, hparams: HParams | None = None,
                         model: str | None = None) -> tuple[HParams, str, vocab_lib.SubwordVocab]:
   """(hparams, model name, vocabulary) of a run warm-started from the model in `source_dir`:
   the source's own unless `hparams` (training settings may differ, the architecture not) or
@@ -373,8 +373,8 @@ def warm_start_settings(source_dir: str, output_dir: str, hparams: HParams | Non
   if vocab.vocab_size != record.get("vocab_size", vocab.vocab_size):
     raise ModelDirError(f"{vocab_path} has {vocab.vocab_size} ids but {source_dir}/{HPARAMS_FILE} "
                         f"records {record['vocab_size']}")
-  existing = os.path.join(output_dir, VOCAB_FILE)
-  if os.path.exists(existing):
+  existing = os.path.join(output_dir or "", VOCAB_FILE)
+  if output_dir and os.path.exists(existing):
     with open(existing, "rb") as f, open(vocab_path, "rb") as g:
       if f.read() != g.read():
         raise ModelDirError(

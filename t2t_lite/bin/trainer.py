@@ -156,8 +156,9 @@ def warm_start_settings(args, model, problem, hparams):
     given = hparams
   else:  # overrides only: over the source's hparams
     given = model_dir.read_model_dir(source_dir)[1].parse(args.hparams or "")
-  hparams, model_name, vocab = model_dir.warm_start_settings(
-      source_dir, args.output_dir, given, None if args.model == "transformer" else model)
+  hparams, model_name, vocab = model_dir.warm_start_settings(  # --overwrite_output_dir: emptied
+      source_dir, None if args.overwrite_output_dir else args.output_dir, given,
+      None if args.model == "transformer" else model)
   return (model_name, VocabProblem(problem, vocab), hparams,
           model_dir.WarmStart(checkpoint, args.warm_start_keep_optimizer, args.warm_start_keep_step))
 

@@ -29,6 +29,11 @@ averages micro-batches instead of weighting them by their tokens.
   kill during a save leaves the previous checkpoint as the latest); rerunning resumes.
 - A NaN or infinite loss or gradient on any replica or worker stops every process (they all
   see the same all-reduced values) before anything is saved after it.
+- Warm start (T2T's --warm_start_from, `model_dir.WarmStart`): a directory without checkpoints
+  starts from another model's weights, with a fresh optimizer and step unless asked otherwise.
+- With hparams weight_ema_decay > 0, `_update` keeps a moving average of the weights after the
+  optimizer's update; evaluations run on it (`Trainer.evaluated_weights`) and checkpoints hold it.
+- Each evaluation may become OUTPUT_DIR/best and stop training early (`t2t_lite.training.best`).
 """
 
 import contextlib
