@@ -3,7 +3,7 @@
 # average the last 5 checkpoints, beam-decode test_2016_flickr (beam 4, alpha 0.6) and score it
 # with sacreBLEU (signature printed) and the paper's tokenized BLEU.
 #
-#   bash scripts/multi30k_recipe.sh                      # the README's results (55 minutes)
+#   bash scripts/multi30k_recipe.sh                      # the results in docs/training.md (55 minutes)
 #   TRAIN_MINUTES=8 OUT=runs/quick bash scripts/multi30k_recipe.sh
 #
 # RAW_DATA_DIR holds train/val/test_2016_flickr .en/.de (here: ../shared/data/multi30k). Without
@@ -22,7 +22,7 @@ else
   RAW_FLAG=()
   RAW="$DATA/multi30k"
 fi
-bash scripts/setup.sh
+bash scripts/setup.sh runtime
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 start=$(date +%s)

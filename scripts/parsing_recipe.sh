@@ -9,7 +9,7 @@
 #   greedy           constrained greedy decoding of the averaged checkpoints
 #   paper            the paper's search: unconstrained, beam 21, alpha 0.3, input + 300
 #
-#   bash scripts/parsing_recipe.sh                                  # the README's main row
+#   bash scripts/parsing_recipe.sh                                  # docs/parsing.md's dev table
 #   PROBLEM=parsing_english_ptb16k_xx OUT=runs/parsing_xx bash scripts/parsing_recipe.sh
 #                                              # XX leaves: the paper-faithful setting's model
 #   TRAIN_MINUTES=5 OUT=runs/parsing_quick bash scripts/parsing_recipe.sh          # a smoke run
@@ -35,7 +35,7 @@ AVERAGE=${AVERAGE:-5}
 # sample, beam 4 with alpha 0.6 was the best setting on the held-out trees (scripts/parsing_tune.sh).
 DECODE=${DECODE:-beam_size=4,alpha=0.6}   # overrides of the problem's decode defaults
 SPLIT=${SPLIT:-dev}
-bash scripts/setup.sh
+bash scripts/setup.sh runtime
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 python scripts/parsing_baseline.py --gold_dir="$RAW" --split="$SPLIT" | grep -E "labels|all sentences"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One tuning run for the parsing recipe, scored on a slice of the TRAINING files held out from
-# training (never on the dev split the README reports): train on wsj_0001-0149 of the WSJ sample,
+# training (never on the dev split docs/parsing.md reports): train on wsj_0001-0149 of the WSJ sample,
 # score on wsj_0150-0159 (143 trees). Appends one line per decode setting to $ROOT/results.tsv.
 #
 #   NAME=words_base PROBLEM=parsing_english_ptb16k_words HPARAMS=transformer_parsing_cpu \
@@ -21,7 +21,7 @@ AVERAGE=${AVERAGE:-5}
 DECODES=${DECODES:-beam_size=1;beam_size=8,alpha=0.6}
 USR=()
 [ -n "${USR_DIR:-}" ] && USR=(--t2t_usr_dir="$USR_DIR")
-bash scripts/setup.sh
+bash scripts/setup.sh runtime
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# The main job, end to end on real data, from a fresh machine: set up .venv, train on Multi30k
-# EN-DE for TRAIN_MINUTES (default 8; the full recipe uses 55), average checkpoints, translate the
-# test set and a few sentences, print sacreBLEU and tokenized BLEU.
+# The main job, end to end on real data, from a fresh clone: set up .venv with the runtime
+# dependencies only (scripts/setup.sh runtime; pip shows its progress), train on Multi30k EN-DE for
+# TRAIN_MINUTES (default 8; the full recipe uses 55), average checkpoints, translate the test set
+# and a few sentences, print sacreBLEU and tokenized BLEU. The model lands in OUT (default
+# runs/quickstart; the averaged one, which translates, in OUT/averaged).
 #
 # RAW_DATA_DIR defaults to ../shared/data/multi30k; where that folder does not exist, the
 # problem downloads Multi30k's public files (github.com/multi30k/dataset) into t2t_data/multi30k.

@@ -3,11 +3,21 @@
 # command names changed (t2t-X -> t2t-lite-X), on Multi30k EN-DE read from local files
 # (--raw_data_dir) instead of WMT, and a short run: TRAIN_STEPS (default 100) of transformer_tiny
 # instead of T2T's 250,000-step default with transformer_base_single_gpu (HPARAMS=... changes it).
-# Every command is echoed before it runs, so the output is the transcript the README shows.
+# Every command is echoed before it runs, so the output is the transcript docs/t2t-users.md shows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh runtime
 . .venv/bin/activate
-RAW_DATA_DIR=$(realpath "${RAW_DATA_DIR:-../shared/data/multi30k}")
+# Multi30k's files: RAW_DATA_DIR, else ../shared/data/multi30k where it exists; without either
+# the problem downloads Multi30k's public files into the walkthrough's DATA_DIR.
+RAW_DATA_DIR=${RAW_DATA_DIR:-../shared/data/multi30k}
+if [ -f "$RAW_DATA_DIR/train.en" ]; then
+  RAW_DATA_DIR=$(cd "$RAW_DATA_DIR" && pwd)
+  RAW_FLAG="--raw_data_dir=$RAW_DATA_DIR"
+else
+  echo "no Multi30k files in $RAW_DATA_DIR: the problem downloads the public ones" >&2
+  RAW_FLAG=""
+fi
 WORK=${WORK:-runs/t2t_walkthrough}
 rm -rf "$WORK" && mkdir -p "$WORK" && cd "$WORK"   # a fresh start: the walkthrough appends below
 set -x
@@ -30,7 +40,7 @@ t2t-lite-datagen \
   --data_dir=$DATA_DIR \
   --tmp_dir=$TMP_DIR \
   --problem=$PROBLEM \
-  --raw_data_dir=$RAW_DATA_DIR | tail -3
+  $RAW_FLAG | tail -3
 
 # Train
 t2t-lite-trainer \
@@ -39,7 +49,7 @@ t2t-lite-trainer \
   --model=$MODEL \
   --hparams_set=$HPARAMS \
   --output_dir=$TRAIN_DIR \
-  --raw_data_dir=$RAW_DATA_DIR \
+  $RAW_FLAG \
   --train_steps=${TRAIN_STEPS:-100}
 
 # Decode

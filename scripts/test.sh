@@ -5,9 +5,10 @@
 # others gave; the exit status is non-zero if any failed.
 # Usage: bash scripts/test.sh [extra pytest args]
 # Two pytest workers (pytest-xdist; a file's tests stay on one worker, so its fixtures are built
-# once): most tests keep only one core busy. On 2 cores (AMD EPYC) the suite took 20 min 18 s this
-# way (TensorFlow pass 17:26, JAX pass 2:52) against about 24 min serially.
-# TEST_WORKERS=0 runs serially.
+# once): most tests keep only one core busy. On 2 cores (AMD EPYC, AVX2; 2026-11-23) the suite
+# took 20 min 18 s this way (TensorFlow pass 17:26, JAX pass 2:52) against about 24 min serially.
+# TEST_WORKERS=0 runs serially. TEST_MARKER="not slow" runs the fast subset in both passes
+# (docs/testing.md; a -m among the extra arguments would replace the JAX pass's own marker).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -17,8 +18,12 @@ failed=()
 parallel=(-n "${TEST_WORKERS:-2}" --dist loadfile)
 [ "${TEST_WORKERS:-2}" = 0 ] && parallel=()
 ruff check . || failed+=("ruff")
-python -m pytest -q -p no:cacheprovider "${parallel[@]}" tests "$@" || failed+=("TensorFlow pass")
-KERAS_BACKEND=jax python -m pytest -q -p no:cacheprovider "${parallel[@]}" -m backend_independent \
+marker=(); jax_marker=backend_independent
+if [ -n "${TEST_MARKER:-}" ]; then
+  marker=(-m "$TEST_MARKER"); jax_marker="backend_independent and ($TEST_MARKER)"
+fi
+python -m pytest -q -p no:cacheprovider "${parallel[@]}" "${marker[@]}" tests "$@" || failed+=("TensorFlow pass")
+KERAS_BACKEND=jax python -m pytest -q -p no:cacheprovider "${parallel[@]}" -m "$jax_marker" \
   tests "$@" \
   || failed+=("JAX pass")
 if [ ${#failed[@]} -gt 0 ]; then

@@ -4,9 +4,11 @@
 #   bash scripts/wmt14_recipe.sh base 8gpu          # one machine, 8 GPUs, MirroredStrategy
 #   bash scripts/wmt14_recipe.sh big 8gpu
 #   bash scripts/wmt14_recipe.sh base 1gpu          # one GPU, gradient accumulation x8 (= 8 GPUs)
-#   TF_CONFIG=... bash scripts/wmt14_recipe.sh big multiworker   # on every machine, see README
+#   TF_CONFIG=... bash scripts/wmt14_recipe.sh big multiworker   # on every machine, see docs/wmt14-gpus.md
 #
-# Each: train (TFDS downloads WMT14 on first use), average the last 5 (base) / 20 (big)
+# Each trains the paper's post-norm set (transformer_base_v1 / transformer_big_v1; 4096 tokens per
+# GPU, so 8 GPUs or accumulation x8 give the paper's ~25k-token batches; TFDS downloads WMT14 on
+# first use), average the last 5 (base) / 20 (big)
 # checkpoints, beam-decode newstest2014 (beam 4, alpha 0.6) and print sacreBLEU and the paper's
 # tokenized BLEU. NEWSTEST_DIR must hold newstest2014.en/.de (sacrebleu -t wmt14/full -l en-de
 # --echo src/ref writes them).
@@ -47,7 +49,7 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
 fi
 [ -d .venv ] && . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2
-t2t-lite-trainer --problem=translate_ende --hparams="$MODEL$HP" $DEVICES "${RAW[@]}" \
+t2t-lite-trainer --problem=translate_ende --hparams="${MODEL}_v1$HP" $DEVICES "${RAW[@]}" \
   --data_dir="$DATA" --output_dir="$OUT" --train_steps="$STEPS" \
   --save_checkpoints_steps=$(( STEPS < 1000 ? 1 : 1000 )) --keep_checkpoint_max=20 --eval_steps=2
 # With several workers, the chief (worker 0) owns the model directory and does the rest.

@@ -1,7 +1,11 @@
-"""Shared test setup: quiet TensorFlow, the data folder, and the backend_independent marker.
+"""Shared test setup: quiet TensorFlow, the data folder, and the backend_independent and slow markers.
 
 Tests marked `backend_independent` use only keras.ops/numpy and run on both the TensorFlow and
 the JAX backends (scripts/test.sh runs them twice).
+
+Tests that train models, run commands or recipes end to end in subprocesses, or build the
+package are marked `slow` here, from the lists SLOW_FILES and SLOW_TESTS (the test files stay
+free of it): `pytest -m "not slow"` is the fast subset for development (docs/testing.md).
 
 Real corpora are read from ../shared/data (or $T2T_LITE_SHARED_DATA); a clone without them
 skips the tests that measure real text, and runs the plumbing tests that need only a parallel
@@ -23,8 +27,32 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 SHARED_DATA = pathlib.Path(os.environ.get("T2T_LITE_SHARED_DATA", REPO.parent / "shared" / "data"))
 
 
+# Whole files whose tests train a model (or share a trained fixture such as tiny_model_dir), or run
+# commands, recipes, benchmarks or pip in subprocesses.
+SLOW_FILES = {
+    "test_attention_pictures.py", "test_benchmarks.py", "test_data_parallel.py", "test_decoder.py",
+    "test_end_to_end.py", "test_export.py", "test_import_marian.py", "test_packaging.py",
+    "test_quiet_startup.py", "test_t2t_commands.py", "test_t2t_trainer.py", "test_tfds_offline.py",
+    "test_trainer.py", "test_training_outcomes.py",
+}
+# Single slow tests of otherwise fast files: "file.py::test_name" (every parametrization of it).
+SLOW_TESTS = {
+    "test_parsing.py::test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint",
+}
+
+
 def pytest_configure(config):
   config.addinivalue_line("markers", "backend_independent: runs on the TensorFlow and JAX backends")
+  config.addinivalue_line("markers", "slow: trains, or runs commands end to end; -m 'not slow' skips them "
+                                     "(the lists are in tests/conftest.py)")
+
+
+def pytest_collection_modifyitems(config, items):
+  for item in items:
+    file_name = item.path.name
+    test_id = f"{file_name}::{item.name.split('[')[0]}"
+    if file_name in SLOW_FILES or test_id in SLOW_TESTS:
+      item.add_marker(pytest.mark.slow)
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -59,7 +87,7 @@ def worker_envs():
 @pytest.fixture(scope="session")
 def shared_data():
   if not SHARED_DATA.is_dir():
-    pytest.skip(f"real corpora not found at {SHARED_DATA} (see README, 'Data')")
+    pytest.skip(f"real corpora not found at {SHARED_DATA} (see docs/data.md)")
   return SHARED_DATA
 
 

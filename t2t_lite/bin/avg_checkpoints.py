@@ -19,8 +19,9 @@ def build_parser():
   p = common.parser(__doc__)
   p.add_argument("--output_dir", default=None,
                  help="the trainer's model directory (default: the folder of --prefix)")
-  p.add_argument("--num_last_checkpoints", type=int, default=5,
-                 help="average the newest N checkpoints (T2T's default 0 requires --checkpoints)")
+  p.add_argument("--num_last_checkpoints", type=int, default=0,
+                 help="average the newest N checkpoints (paper: 5 for base, 20 for big); T2T's "
+                      "default 0 needs --checkpoints instead")
   p.add_argument("--checkpoints", default=None,
                  help="comma-separated checkpoint prefixes to average instead of the last N "
                       "(each prefixed with --prefix, as in T2T)")
@@ -45,6 +46,9 @@ def main(argv=None):
     output_dir = args.output_dir or (os.path.dirname(args.prefix) if args.prefix else None)
     if not output_dir:
       raise common.UsageError("give --output_dir (the model directory) or T2T's --prefix")
+    if not args.checkpoints and args.num_last_checkpoints < 1:
+      raise common.UsageError("give --num_last_checkpoints=N (N >= 1; the paper averages 5 for base, "
+                              "20 for big) or --checkpoints=A,B,...")
     if args.avg_dir and args.output_path:
       raise common.UsageError("give --avg_dir or --output_path, not both")
     out_dir, name = (os.path.dirname(os.path.abspath(args.output_path)),

@@ -29,7 +29,8 @@ def usage_errors():
     raise SystemExit(2) from None
 
 
-def _bool(text):
+def parse_bool(text):
+  """T2T's (absl's) boolean values: true/false, 1/0, yes/no, t/f, y/n."""
   lowered = str(text).strip().lower()
   if lowered in ("true", "1", "yes", "t", "y"):
     return True
@@ -38,9 +39,12 @@ def _bool(text):
   raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
+_bool = parse_bool   # (its earlier name)
+
+
 def add_bool(parser, name, help, default=False):
   """A boolean flag in T2T's (absl's) forms: `--name`, `--name=true|false`, `--noname`."""
-  parser.add_argument(f"--{name}", nargs="?", const=True, default=default, type=_bool,
+  parser.add_argument(f"--{name}", nargs="?", const=True, default=default, type=parse_bool,
                       metavar="BOOL", help=help)
   parser.add_argument(f"--no{name}", dest=name, action="store_false", help=argparse.SUPPRESS)
 
@@ -51,7 +55,7 @@ def add_problem_flags(parser):
                       help="where the problem keeps its vocabulary and prepared data")
   parser.add_argument("--raw_data_dir", default=None,
                       help="read the problem's parallel text from local files in this directory "
-                           "instead of downloading (see README, 'Data')")
+                           "instead of downloading (see docs/data.md)")
   add_tmp_dir_flag(parser)
   add_usr_dir_flag(parser)
   add_bool(parser, "registry_help", "list problems and hparams sets, then exit")
@@ -194,5 +198,17 @@ def parse_args(parser, argv=None):
   return args
 
 
+def add_t2t_flags(parser, command):
+  """T2T's flags of `command` that `parser` does not define (t2t_lite/bin/t2t_flags.py): call it
+  last, after the command's own flags."""
+  from t2t_lite.bin import t2t_flags
+  t2t_flags.add(parser, command)
+
+
 def parser(description):
-  return argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+  """A command's parser: T2T's help format, and `--verbose` (read before TensorFlow loads, by
+  t2t_lite.bin.quiet)."""
+  p = argparse.ArgumentParser(description=description, formatter_class=HelpFormatter)
+  add_bool(p, "verbose", "show TensorFlow's start-up lines on stderr (oneDNN, CUDA, CPU features), "
+           "hidden by default; T2T_LITE_VERBOSE=1 does the same")
+  return p

@@ -43,6 +43,7 @@ def build_parser():
   common.add_bool(p, "keep_timestamp",
                   "give --decode_to_file the modification time of the checkpoint's .index file")
   common.add_bool(p, "decode_in_memory", "T2T's; accepted: decodes are always kept in memory")
+  common.add_t2t_flags(p, "decoder")  # T2T's other flags, last
   return p
 
 

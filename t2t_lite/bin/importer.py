@@ -12,7 +12,7 @@ import sys
 from t2t_lite.bin import common
 
 
-def main(argv=None):
+def build_parser():
   p = common.parser(__doc__)
   p.add_argument("--from", dest="source_format", default="marian", choices=["marian"],
                  help="the toolkit that trained the model")
@@ -24,8 +24,13 @@ def main(argv=None):
   p.add_argument("--problem", default="",
                  help="a registered problem to record: its decoding defaults, and the data that "
                       "rerunning t2t-lite-trainer in OUTPUT_DIR fine-tunes on")
-  p.add_argument("--t2t_usr_dir", default=None)
-  p.add_argument("--overwrite_output_dir", action="store_true")
+  common.add_usr_dir_flag(p)
+  common.add_bool(p, "overwrite_output_dir", "replace what --output_dir holds")
+  return p
+
+
+def main(argv=None):
+  p = build_parser()
   args = p.parse_args(argv)
 
   with common.usage_errors():

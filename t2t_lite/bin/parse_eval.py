@@ -14,18 +14,18 @@ recognised by the gold tags (t2t_lite.parsing.evalb). To cross-check with the re
     evalb -p COLLINS.prm dev.gld dev.tst
 """
 
-import argparse
 import sys
 
+from t2t_lite.bin import common
 from t2t_lite.parsing import evalb, treebank, trees
 
 
-def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser():
+  p = common.parser(__doc__)
   p.add_argument("--gold_dir", required=True,
                  help="the treebank folder (the problem's --raw_data_dir): .mrg files")
-  p.add_argument("--split", default="dev", choices=treebank.SPLITS)
+  p.add_argument("--split", default="dev", choices=treebank.SPLITS,
+                 help="the split whose gold trees score the decoded ones")
   p.add_argument("--decoded", default=None, help="decoded linearized trees, one per line")
   p.add_argument("--write_inputs", default=None,
                  help="write the split's sentences (the decoder's input), one per line")
@@ -35,9 +35,14 @@ def main(argv=None):
   p.add_argument("--write_gold", default=None,
                  help="write the split's cleaned gold trees in PTB format, one per line (EVALB's "
                       "gold file for --write_trees)")
-  p.add_argument("--require_well_formed", action="store_true",
-                 help="exit with status 1 if any decoded tree needed repair (a constrained "
-                      "decode never should)")
+  common.add_bool(p, "require_well_formed",
+                  "exit with status 1 if any decoded tree needed repair (a constrained decode "
+                  "never should)")
+  return p
+
+
+def main(argv=None):
+  p = build_parser()
   args = p.parse_args(argv)
   if not (args.decoded or args.write_inputs or args.write_gold):
     p.error("give --decoded (to score), --write_inputs (the decoder's input) or --write_gold")

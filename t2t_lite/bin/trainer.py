@@ -124,6 +124,7 @@ def build_parser(argv=None):
   common.add_bool(p, "warm_start_keep_step",
                   "with --warm_start_from: continue the source's update count and so its "
                   "learning-rate schedule (default: restart at step 0 with a new warmup)")
+  common.add_t2t_flags(p, "trainer")  # T2T's other flags, last
   return p
 
 

@@ -1,0 +1,122 @@
+"""The commands start quietly: TensorFlow's start-up lines are dropped from stderr by default
+(t2t_lite/bin/quiet.py), shown with --verbose or T2T_LITE_VERBOSE=1, and nothing else is hidden:
+the commands' own messages, their errors, Python tracebacks and what a crashing process wrote
+last still reach stderr."""
+
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+
+from t2t_lite.bin import quiet
+
+BIN = pathlib.Path(sys.executable).parent
+# What TensorFlow 2.21 prints at start-up on a CPU machine (seen here without the filter).
+MARKERS = ("oneDNN custom operations", "cudart_stub", "cpu_feature_guard", "cuInit",
+           "All log messages before absl::InitializeLog()")
+NOISE = (b"WARNING: All log messages before absl::InitializeLog() is called are written to STDERR\n"
+         b"I0000 00:00:1795557098.372229   12446 cudart_stub.cc:31] Could not find cuda drivers on your "
+         b"machine, GPU will not be used.\n"
+         b"I0000 00:00:1795557098.616033   12446 cpu_feature_guard.cc:227] This TensorFlow binary is "
+         b"optimized to use available CPU instructions in performance-critical operations.\n"
+         b"To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow with "
+         b"the appropriate compiler flags.\n"
+         b"I0000 00:00:1795557098.371734   12446 port.cc:153] oneDNN custom operations are on. You may see "
+         b"slightly different numerical results.\n"
+         b"E0000 00:00:1795557129.254369   12446 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
+         b"error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
+         b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n")
+REAL = (b"E0000 00:00:1795557138.550291   12627 op_kernel.cc:1830] OP_REQUIRES failed: bad shape\n"
+        b"error: --output_dir runs/x has no hparams.json\n"
+        b"Traceback (most recent call last):\n"
+        b"W0000 00:00:1795557138.550291   12627 util.cc:131] something else about oneDNN\n")
+
+
+def _env(**extra):
+  env = {k: v for k, v in os.environ.items() if k not in ("TF_CPP_MIN_LOG_LEVEL", quiet.ENV)}
+  return dict(env, **extra)
+
+
+def _filtered(chunks):
+  """What filter_stream passes of `chunks`, written one by one into a pipe."""
+  read_fd, write_fd = os.pipe()
+  out_read, out_write = os.pipe()
+  result = []
+  reader = threading.Thread(target=lambda: result.append(_read_all(out_read)))
+  reader.start()
+  writer = threading.Thread(target=lambda: [os.write(write_fd, c) for c in chunks] and os.close(write_fd))
+  writer.start()
+  quiet.filter_stream(read_fd, out_write)
+  writer.join()
+  os.close(out_write)
+  reader.join()
+  os.close(read_fd)
+  os.close(out_read)
+  return result[0]
+
+
+def _read_all(fd):
+  data = b""
+  while chunk := os.read(fd, 65536):
+    data += chunk
+  return data
+
+
+def test_filter_drops_start_up_lines_only():
+  assert _filtered([NOISE + REAL + NOISE]) == REAL
+  # C++ streams write a line in pieces; a prompt with no newline passes at once.
+  pieces = [b"normalizer.cc", b"(51) ", b"LOG(INFO) ", b"precompiled_charsmap is empty.", b"\n",
+            b"decoding 3 records\n", b"> "]
+  assert _filtered(pieces) == b"decoding 3 records\n> "
+  assert _filtered([NOISE[:30], NOISE[30:], b"step 10\r", b"step 20\r\n"]) == b"step 10\rstep 20\r\n"
+
+
+def test_decoder_help_and_a_decode_print_no_start_up_line(tiny_model_dir):
+  model_dir, _ = tiny_model_dir
+  help_run = subprocess.run([str(BIN / "t2t-lite-decoder"), "--help"], capture_output=True, text=True,
+                            env=_env(), timeout=300)
+  assert help_run.returncode == 0 and "--verbose" in help_run.stdout
+  assert help_run.stderr == ""
+  decode = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={model_dir}",
+                           "--decode_hparams=beam_size=2"], input="A man is riding a bike .\n",
+                          capture_output=True, text=True, env=_env(), timeout=600)
+  assert decode.returncode == 0, decode.stderr
+  assert len(decode.stdout.splitlines()) == 1
+  assert "decoding 1 records" in decode.stderr   # the command's own message
+  assert not [m for m in MARKERS if m in decode.stderr], decode.stderr
+  # --verbose shows TensorFlow's lines again (on this CPU machine TensorFlow prints some of them).
+  verbose = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={model_dir}", "--verbose",
+                            "--decode_hparams=beam_size=2"], input="A man .\n",
+                           capture_output=True, text=True, env=_env(), timeout=600)
+  assert verbose.returncode == 0, verbose.stderr
+  assert [m for m in MARKERS if m in verbose.stderr], verbose.stderr
+
+
+def test_errors_still_reach_stderr(tmp_path):
+  """A command's usage error; and, in a process that starts as a t2t-lite command, TensorFlow's
+  other lines, a Python traceback, and what it wrote just before it crashed."""
+  bad = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={tmp_path / 'none'}"],
+                       input="x\n", capture_output=True, text=True, env=_env(), timeout=300)
+  assert bad.returncode == 2 and "error:" in bad.stderr
+  code = ("import os, sys; sys.argv = ['t2t-lite-fake']; import t2t_lite.bin; "
+          f"os.write(2, {NOISE + REAL!r}); sys.stderr.write('own line\\n'); sys.stderr.flush(); "
+          "{}")
+  traceback = subprocess.run([sys.executable, "-c", code.format("raise RuntimeError('boom')")],
+                             capture_output=True, env=_env(), timeout=120)
+  assert traceback.returncode == 1
+  assert traceback.stderr.startswith(REAL + b"own line\n")
+  assert b"RuntimeError: boom" in traceback.stderr
+  crash = subprocess.run([sys.executable, "-c", code.format("os.abort()")], capture_output=True,
+                         env=_env(), timeout=120)
+  assert crash.returncode != 0 and crash.stderr == REAL + b"own line\n"
+  verbose = subprocess.run([sys.executable, "-c", code.format("")], capture_output=True,
+                           env=_env(T2T_LITE_VERBOSE="1"), timeout=120)
+  assert verbose.stderr == NOISE + REAL + b"own line\n"
+
+
+def test_importing_the_commands_from_python_changes_nothing():
+  code = "import os, t2t_lite.bin.decoder; print(os.environ.get('TF_CPP_MIN_LOG_LEVEL'))"
+  result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
+                          timeout=120)
+  assert result.stdout.strip() == "None"

@@ -1,0 +1,121 @@
+"""Every flag of tensor2tensor's t2t-trainer and t2t-decoder (tests/t2t_flag_names.py, read from
+T2T's flag files) is accepted by t2t-lite-trainer / t2t-lite-decoder with its help: a real flag,
+or one of t2t_lite/bin/t2t_flags.py's table, which either ignores it (a note on stderr) or stops
+with exit status 2 and a message naming what to use instead. Also T2T's avg_checkpoints default,
+and every flag's help and default on t2t-lite-parse-eval and t2t-lite-import."""
+
+import argparse
+import os
+
+import pytest
+import t2t_flag_names
+
+from t2t_lite.bin import avg_checkpoints, decoder, importer, parse_eval, t2t_flags, trainer
+
+COMMANDS = {"trainer": (trainer, t2t_flag_names.TRAINER), "decoder": (decoder, t2t_flag_names.DECODER)}
+REQUIRED = ["--output_dir=runs/x"]   # both commands require it
+
+
+def _other_value(flag):
+  """A command-line value that is not T2T's default."""
+  if flag.kind is bool:
+    return "false" if flag.default else "true"
+  if flag.kind is int:
+    return "3" if flag.default is None else str(flag.default + 2)
+  if flag.kind is float:
+    return "0.5" if flag.default is None else str(flag.default / 2)
+  return "elsewhere"
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_t2t_flag_is_defined_with_help(command):
+  module, names = COMMANDS[command]
+  parser = module.build_parser()
+  help_text = parser.format_help()
+  assert len(names) >= 70
+  for name in names:
+    action = parser._option_string_actions.get(f"--{name}")
+    assert action is not None, f"t2t-lite-{command} lacks T2T's --{name}"
+    assert action.help and action.help != argparse.SUPPRESS, f"--{name} has no help"
+    assert f"--{name}" in help_text
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_the_table_is_t2ts_flags_with_t2ts_defaults(command):
+  _, names = COMMANDS[command]
+  for name, flag in t2t_flags.flags_for(command).items():
+    assert name in names, f"--{name} is not a T2T {command} flag"
+    # cloud_tpu_name's default is computed: "%s-tpu" % os.getenv("USER")
+    t2t_default = t2t_flag_names.T2T_DEFAULTS.get(name, f"{os.getenv('USER')}-tpu")
+    assert flag.default == t2t_default, name
+    assert flag.kind is type(flag.default) or flag.default is None, name
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_table_flags_accept_t2ts_default_and_answer_other_values(command, capsys):
+  module, _ = COMMANDS[command]
+  own = {o for a in _own_parser(module)._actions for o in a.option_strings}
+  checked = 0
+  for name, flag in t2t_flags.flags_for(command).items():
+    if f"--{name}" in own:
+      continue   # the command implements it for real
+    checked += 1
+    if flag.default is not None:
+      default = str(flag.default).lower() if flag.kind is bool else str(flag.default)
+      args = module.build_parser().parse_args([*REQUIRED, f"--{name}={default}"])
+      assert getattr(args, name) == flag.default
+      assert capsys.readouterr().err == ""
+    argv = [*REQUIRED, f"--{name}={_other_value(flag)}"]
+    if flag.instead:
+      with pytest.raises(SystemExit) as stop:
+        module.build_parser().parse_args(argv)
+      assert stop.value.code == 2
+      err = capsys.readouterr().err
+      assert f"--{name}" in err and flag.here in err
+    else:
+      module.build_parser().parse_args(argv)
+      assert f"note: --{name}" in capsys.readouterr().err
+  assert checked >= 10
+
+
+def _own_parser(module):
+  """The command's parser without the table (its own flags only)."""
+  original = t2t_flags.add
+  t2t_flags.add = lambda parser, command: None
+  try:
+    return module.build_parser()
+  finally:
+    t2t_flags.add = original
+
+
+def test_the_flags_the_t2t_walkthrough_users_hit(capsys):
+  """--worker_gpu_memory_fraction and --sync are accepted; --hparams_range and --ps_replicas
+  say what to use instead (they used to exit 2 as unknown flags)."""
+  args = trainer.build_parser().parse_args([*REQUIRED, "--worker_gpu_memory_fraction=0.5", "--sync"])
+  assert args.worker_gpu_memory_fraction == 0.5 and args.sync is True
+  err = capsys.readouterr().err
+  assert "TF_FORCE_GPU_ALLOW_GROWTH" in err and "always synchronous" in err
+  for argv, instead in ((["--hparams_range=x"], "once per --hparams"), (["--ps_replicas=2"], "TF_CONFIG")):
+    with pytest.raises(SystemExit) as stop:
+      trainer.build_parser().parse_args([*REQUIRED, *argv])
+    assert stop.value.code == 2 and instead in capsys.readouterr().err
+  assert trainer.build_parser().parse_args([*REQUIRED, "--nosync"]).sync is False
+
+
+def test_avg_checkpoints_num_last_default_is_t2ts(tmp_path, capsys):
+  """T2T's avg_checkpoints.py: --num_last_checkpoints defaults to 0, which needs --checkpoints."""
+  assert avg_checkpoints.build_parser().get_default("num_last_checkpoints") == 0
+  with pytest.raises(SystemExit) as stop:
+    avg_checkpoints.main([f"--output_dir={tmp_path}"])
+  assert stop.value.code == 2 and "--num_last_checkpoints=N" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [parse_eval, importer])
+def test_every_flag_has_help_and_its_default(command):
+  parser = command.build_parser()
+  for action in parser._actions:
+    if action.help == argparse.SUPPRESS or action.dest == "help":
+      continue
+    assert action.help, f"{action.option_strings} has no help"
+    formatted = parser.formatter_class("x")._get_help_string(action)
+    assert "(default" in formatted, f"{action.option_strings} does not show its default"
