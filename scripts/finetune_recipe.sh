@@ -6,7 +6,7 @@
 # moving average of the weights against the Multi30k recipe's average of the last 5 checkpoints.
 # Prints the in-domain sacreBLEU (test_2016_flickr, beam 4, alpha 0.6) of each.
 #
-#   bash scripts/finetune_recipe.sh                       # figures: about 3 hours, run it alone
+#   bash scripts/finetune_recipe.sh        # the figures: 165 minutes of training budgets; run it alone
 #   TRAIN_STEPS=6 TRAIN_MINUTES=1 PRETRAIN_MINUTES=1 DECODE_LINES=8 OUT=runs/ft_smoke \
 #       bash scripts/finetune_recipe.sh                   # a smoke run: checks it runs, no figures
 #
