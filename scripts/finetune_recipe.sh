@@ -7,8 +7,8 @@
 # Prints the in-domain sacreBLEU (test_2016_flickr, beam 4, alpha 0.6) of each.
 #
 #   bash scripts/finetune_recipe.sh        # the figures: 165 minutes of training budgets; run it alone
-#   TRAIN_STEPS=6 TRAIN_MINUTES=1 PRETRAIN_MINUTES=1 DECODE_LINES=8 OUT=runs/ft_smoke \
-#       bash scripts/finetune_recipe.sh                   # a smoke run: checks it runs, no figures
+#   TRAIN_STEPS=4 TRAIN_MINUTES=0.5 PRETRAIN_MINUTES=0.5 DECODE_LINES=4 EVAL_BLEU_EXAMPLES=4 \
+#       OUT=/tmp/ft_smoke bash scripts/finetune_recipe.sh  # a smoke run: checks it runs, no figures
 #
 # PRETRAIN_MINUTES: the general model; TRAIN_MINUTES: the fine-tuning; the Multi30k-alone and EMA
 # runs get PRETRAIN_MINUTES + TRAIN_MINUTES each. TRAIN_STEPS caps every run's updates as well.
@@ -25,6 +25,7 @@ HPARAMS=${HPARAMS:-multi30k}
 EMA_DECAY=${EMA_DECAY:-0.999}
 PATIENCE=${PATIENCE:-3000}                # updates without a better dev BLEU before stopping
 DECODE_LINES=${DECODE_LINES:-0}           # > 0: decode only the first N test lines (smoke runs)
+EVAL_BLEU_EXAMPLES=${EVAL_BLEU_EXAMPLES:-100}  # dev pairs decoded for BLEU at each evaluation
 TOTAL_MINUTES=$(python3 -c "print($PRETRAIN_MINUTES + $TRAIN_MINUTES)")
 case "$CORPUS" in
   tatoeba) GENERAL="$SHARED/tatoeba" ;;
@@ -72,11 +73,11 @@ bleu() {  # bleu MODEL_DIR_OR_CHECKPOINT_DIR NAME: decodes the test set, prints 
 
 # 1. Fine-tuning against Multi30k alone.
 train "general_$CORPUS" "$PRETRAIN_MINUTES" --raw_data_dir="$RAW_GENERAL" --data_dir="$DATA/$CORPUS" \
-  --hparams="$HPARAMS"
+  --hparams="$HPARAMS,eval_bleu_examples=$EVAL_BLEU_EXAMPLES"
 train finetuned "$TRAIN_MINUTES" --raw_data_dir="$RAW_M30K" --data_dir="$DATA/multi30k_ft" \
-  --warm_start_from="$OUT/general_$CORPUS"
+  --warm_start_from="$OUT/general_$CORPUS" --hparams="eval_bleu_examples=$EVAL_BLEU_EXAMPLES"
 train multi30k_alone "$TOTAL_MINUTES" --raw_data_dir="$RAW_M30K" --data_dir="$DATA/multi30k" \
-  --hparams="$HPARAMS" --eval_early_stopping_steps="$PATIENCE"
+  --hparams="$HPARAMS,eval_bleu_examples=$EVAL_BLEU_EXAMPLES" --eval_early_stopping_steps="$PATIENCE"
 # 2. The Multi30k recipe's average of the last 5 checkpoints, the best one, the window ending at
 #    the best, and the moving average of the weights.
 t2t-lite-avg-checkpoints --output_dir="$OUT/multi30k_alone" --num_last_checkpoints=5 \
@@ -84,7 +85,7 @@ t2t-lite-avg-checkpoints --output_dir="$OUT/multi30k_alone" --num_last_checkpoin
 t2t-lite-avg-checkpoints --output_dir="$OUT/multi30k_alone" --num_last_checkpoints=5 --end_at_best \
   --avg_dir="$OUT/multi30k_alone_best5"
 train multi30k_ema "$TOTAL_MINUTES" --raw_data_dir="$RAW_M30K" --data_dir="$DATA/multi30k" \
-  --hparams="$HPARAMS,weight_ema_decay=$EMA_DECAY"
+  --hparams="$HPARAMS,eval_bleu_examples=$EVAL_BLEU_EXAMPLES,weight_ema_decay=$EMA_DECAY"
 
 echo "== in-domain sacreBLEU on test_2016_flickr ($(wc -l < "$TEST_EN") lines), beam 4, alpha 0.6 =="
 echo "general ($CORPUS, ${PRETRAIN_MINUTES} min), no fine-tuning: $(bleu "$OUT/general_$CORPUS" general)"
