@@ -83,6 +83,10 @@ class HParams(ModelConfig):
   mixed_precision: str = "float32"         # "float32" | "mixed_float16" | "mixed_bfloat16"
   xla_compile: bool = False
   seed: int = 1234
+  # > 0: keep an exponential moving average of the weights, average = d * average + (1 - d) *
+  # weights after each update (from the weights the run starts with); saved with the checkpoint
+  # and used for evaluation, decoding and export. 0: off. E.g. 0.9999 (OpenNMT-tf's default).
+  weight_ema_decay: float = 0.0
   # Evaluation during training.
   eval_bleu_examples: int = 100            # dev pairs decoded for real BLEU at each evaluation
 
@@ -97,6 +101,8 @@ class HParams(ModelConfig):
     for name in ("batch_size", "gradient_accumulation_steps"):
       check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
     check_rate("label_smoothing", self.label_smoothing)
+    check(0.0 <= self.weight_ema_decay < 1.0,
+          f"weight_ema_decay must be in [0, 1) (0: off), got {self.weight_ema_decay}")
 
   def to_json(self) -> str:
     return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True)

@@ -5,18 +5,25 @@ attention pictures read it, all through this module.
     OUTPUT_DIR/hparams.json         problem, model name, resolved hparams, flags, vocabulary size
     OUTPUT_DIR/flags.txt            the trainer's flags, one `--name=value` a line
     OUTPUT_DIR/vocab.model          the vocabulary (`t2t_lite.data.vocab.vocab_from_proto` reads it)
-    OUTPUT_DIR/checkpoint, ckpt-N.* checkpoints: every model variable under its Keras path
+    OUTPUT_DIR/checkpoint, ckpt-N.* checkpoints: every model variable under its Keras path (and,
+                                    with hparams weight_ema_decay > 0, their moving averages)
+    OUTPUT_DIR/best/                the best evaluation's checkpoint (a model directory of its
+                                    own, with best.json: metric, value, step)
 
 Every command after the trainer reads the hparams from here, so overrides are never lost
 (T2T issue #672). Files are written to a temporary name and renamed, so a kill never leaves a
 half-written file.
 """
 
+import contextlib
+import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
+import zipfile
 
 import keras
 import numpy as np
@@ -32,6 +39,11 @@ HPARAMS_FILE = "hparams.json"
 FLAGS_FILE = "flags.txt"
 VOCAB_FILE = "vocab.model"
 DEFAULT_MODEL = "transformer"  # a name in `registry.models` (the trainer's --model)
+BEST_DIR = "best"      # OUTPUT_DIR/best: the best evaluation's checkpoint
+BEST_FILE = "best.json"
+EMA_ROOT = "ema"       # a checkpoint's moving averages of the weights (hparams weight_ema_decay)
+KERAS_RECORD = "t2t_lite.json"        # inside a .keras file: this directory's hparams.json
+KERAS_VOCAB = "t2t_lite_vocab.model"  # inside a .keras file: the vocabulary
 
 
 class ModelDirError(ValueError):
@@ -84,7 +96,10 @@ def write_model_dir(output_dir: str, hparams: HParams, problem_name: str, flags:
   if overwrite and os.path.isdir(output_dir):
     for name in os.listdir(output_dir):
       target = os.path.join(output_dir, name)
-      shutil.rmtree(target) if os.path.isdir(target) else os.remove(target)
+      if os.path.isdir(target) and not os.path.islink(target):  # OUTPUT_DIR/best is a link
+        shutil.rmtree(target)
+      else:
+        os.remove(target)
   record = {"problem": problem_name, "model": model, "hparams": json.loads(hparams.to_json()),
             "flags": flags or {}, "vocab_size": vocab_size}
   atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -219,7 +234,8 @@ def build_recorded_model(output_dir: str) -> tuple[HParams, keras.Model]:
 def restore_model(output_dir: str, checkpoint_path: str | None = None
                   ) -> tuple[HParams, keras.Model, str]:
   """Builds the model recorded in `output_dir` (float32) and loads a checkpoint (default: the
-  latest). Returns (hparams, model, checkpoint path)."""
+  latest; its weights' moving averages when it has them, see `restore_weights`). Returns
+  (hparams, model, checkpoint path)."""
   read_record(output_dir)  # a missing hparams.json is the first thing to say
   path = checkpoint_path or tf.train.latest_checkpoint(output_dir)
   if not path:
@@ -227,6 +243,200 @@ def restore_model(output_dir: str, checkpoint_path: str | None = None
         f"{output_dir} has no checkpoint: train first (t2t-lite-trainer --output_dir={output_dir}) "
         "or pass --checkpoint_path.")
   hparams, model = build_recorded_model(output_dir)
-  status = tf.train.Checkpoint(model=checkpointable(model)).restore(path).expect_partial()
-  status.assert_existing_objects_matched()
+  restore_weights(model, path)
   return hparams, model, path
+
+
+# --- Checkpoint contents. -------------------------------------------------------------------------
+
+
+def _unescape(name: str) -> str:
+  """A checkpoint key's object name back to the dict key: TensorFlow writes "/" as ".S" and "."
+  as ".." in object-graph names."""
+  return re.sub(r"\.(S|\.)", lambda m: "/" if m.group(1) == "S" else ".", name)
+
+
+def checkpoint_shapes(path: str, root: str = "model") -> dict[str, list[int]]:
+  """{variable path: shape} that checkpoint `path` holds under `root` ("model", or EMA_ROOT)."""
+  suffix = "/.ATTRIBUTES/VARIABLE_VALUE"
+  return {_unescape(name[len(root) + 1:-len(suffix)]): shape
+          for name, shape in tf.train.list_variables(path)
+          if name.startswith(root + "/") and name.endswith(suffix)}
+
+
+def checkpoint_step(path: str) -> int | None:
+  """The optimizer updates a checkpoint's training had done (None: it holds no optimizer)."""
+  reader = tf.train.load_checkpoint(path)
+  key = "optimizer/_iterations/.ATTRIBUTES/VARIABLE_VALUE"
+  return int(reader.get_tensor(key)) if reader.has_tensor(key) else None
+
+
+def check_checkpoint_fits(model: keras.Model, path: str) -> None:
+  """Raises ModelDirError naming each variable that `model` and checkpoint `path` do not share
+  with the same shape (another architecture or vocabulary); seed-generator states aside."""
+  saved = checkpoint_shapes(path)
+  wanted = {name: list(v.shape) for name, v in checkpointable(model).items()
+            if not name.endswith("seed_generator_state")}
+  missing = sorted(set(wanted) - set(saved))
+  extra = sorted(n for n in set(saved) - set(wanted) if not n.endswith("seed_generator_state"))
+  shapes = {n: (saved[n], wanted[n]) for n in sorted(set(wanted) & set(saved)) if saved[n] != wanted[n]}
+  if missing or extra or shapes:
+    def listed(names, limit=6):
+      return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
+    parts = (["shapes differ (checkpoint, this model): " + listed(
+        [f"{n} {a} vs {b}" for n, (a, b) in shapes.items()])] if shapes else []) + (
+        [f"this model has variables the checkpoint lacks: {listed(missing)}"] if missing else []) + (
+        [f"the checkpoint has variables this model lacks: {listed(extra)}"] if extra else [])
+    raise ModelDirError(f"checkpoint {path} does not fit the model being trained: " + "; ".join(parts)
+                        + ". Train with the source model's architecture and vocabulary (leave out "
+                        "--hparams, or change only training settings).")
+
+
+def restore_weights(model: keras.Model, path: str) -> None:
+  """Loads checkpoint `path` into `model`: the moving averages of its weights when the checkpoint
+  holds them (trained with weight_ema_decay > 0: what evaluation, decoding and export use), else
+  the weights themselves."""
+  variables = checkpointable(model)
+  status = tf.train.Checkpoint(model=variables).restore(path).expect_partial()
+  status.assert_existing_objects_matched()
+  averages = checkpoint_shapes(path, EMA_ROOT)
+  if averages:
+    tf.train.Checkpoint(**{EMA_ROOT: {n: variables[n] for n in averages}}).restore(
+        path).expect_partial().assert_existing_objects_matched()
+
+
+# --- Warm start (T2T's --warm_start_from): a new model directory from another model's weights. ----
+
+
+@dataclasses.dataclass(frozen=True)
+class WarmStart:
+  """Where a new training run takes its first weights from, and what else it keeps.
+
+  checkpoint: a checkpoint prefix (`warm_start_source` finds it from a model directory).
+  keep_optimizer: also restore the optimizer's state (Adam's moments) instead of a fresh one.
+  keep_step: continue the source's update count (its learning-rate schedule) instead of 0.
+  """
+  checkpoint: str
+  keep_optimizer: bool = False
+  keep_step: bool = False
+
+
+def warm_start_source(path: str) -> tuple[str, str]:
+  """(the source's model directory, its checkpoint prefix) for `--warm_start_from=PATH`: a model
+  directory (its latest checkpoint) or a checkpoint prefix inside one."""
+  if os.path.isdir(path):
+    read_record(path)
+    checkpoint = tf.train.latest_checkpoint(path)
+    if not checkpoint:
+      raise ModelDirError(f"--warm_start_from={path} has no checkpoint; train it first, or give a "
+                          "checkpoint prefix (DIR/ckpt-N)")
+    return path, checkpoint
+  if not tf.io.gfile.exists(path + ".index"):
+    raise ModelDirError(f"--warm_start_from={path} is neither a model directory nor a checkpoint "
+                        f"prefix (no {path}.index); give the trained or imported model's directory")
+  source = os.path.dirname(os.path.abspath(path))
+  read_record(source)
+  return source, path
+
+
+def architecture_differences(old: HParams, new: HParams) -> dict:
+  """{field: (old, new)} of the architecture fields (`ModelConfig`'s) in which `new` differs;
+  dropout rates aside (they change no weight)."""
+  from t2t_lite.hparams.model_config import ModelConfig  # pylint: disable=import-outside-toplevel
+  return {f.name: (getattr(old, f.name), getattr(new, f.name)) for f in dataclasses.fields(ModelConfig)
+          if "dropout" not in f.name and getattr(old, f.name) != getattr(new, f.name)}
+
+
+def warm_start_settings(source_dir: str, output_dir: str | None, hparams: HParams | None = None,
+                        model: str | None = None) -> tuple[HParams, str, vocab_lib.SubwordVocab]:
+  """(hparams, model name, vocabulary) of a run warm-started from the model in `source_dir`:
+  the source's own unless `hparams` (training settings may differ, the architecture not) or
+  `model` are given. Raises ModelDirError naming what differs from the source: architecture,
+  model, or the vocabulary an existing `output_dir` already holds."""
+  record = read_record(source_dir)
+  _, source_hparams = read_model_dir(source_dir)
+  source_model = record.get("model", DEFAULT_MODEL)
+  if model is not None and model != source_model:
+    raise ModelDirError(f"--model={model} but the warm-start source {source_dir} is a {source_model}; "
+                        "leave --model out")
+  hparams = hparams or source_hparams
+  differences = architecture_differences(source_hparams, hparams)
+  if differences:
+    raise ModelDirError(f"the hparams differ from the warm-start source {source_dir} in its "
+                        f"architecture (source, new): {differences}. Leave --hparams out, or "
+                        "change only training settings (e.g. --hparams=learning_rate_constant=1)")
+  vocab_path = os.path.join(source_dir, VOCAB_FILE)
+  if not os.path.exists(vocab_path):
+    raise ModelDirError(f"the warm-start source {source_dir} has no {VOCAB_FILE}; its vocabulary "
+                        "is needed to read the new data in its ids")
+  vocab = vocab_lib.SubwordVocab.from_file(vocab_path)
+  if vocab.vocab_size != record.get("vocab_size", vocab.vocab_size):
+    raise ModelDirError(f"{vocab_path} has {vocab.vocab_size} ids but {source_dir}/{HPARAMS_FILE} "
+                        f"records {record['vocab_size']}")
+  existing = os.path.join(output_dir or "", VOCAB_FILE)
+  if output_dir and os.path.exists(existing):
+    with open(existing, "rb") as f, open(vocab_path, "rb") as g:
+      if f.read() != g.read():
+        raise ModelDirError(
+            f"{output_dir} already holds another vocabulary ({existing}) than the warm-start "
+            f"source {source_dir} ({vocab.vocab_size} ids): warm start into a new --output_dir, or "
+            "pass --overwrite_output_dir")
+  return hparams, source_model, vocab
+
+
+# --- The native Keras format (.keras). ------------------------------------------------------------
+
+
+def save_keras(output_dir: str, path: str, checkpoint_path: str | None = None) -> str:
+  """Saves the model of `output_dir` (a checkpoint, default the latest; its moving averages
+  when it has them) as a `.keras` file that `keras.saving.load_model` loads, with the model
+  directory's record (problem, model, hparams) and vocabulary inside (`load_keras` reads them).
+  Written to a temporary file and renamed. Returns `path`."""
+  if not path.endswith(".keras"):
+    raise ModelDirError(f"{path}: a Keras file's name must end in .keras")
+  _, model, _ = restore_model(output_dir, checkpoint_path)
+  record = read_record(output_dir)
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
+  os.close(fd)
+  try:
+    model.save(tmp)
+    with zipfile.ZipFile(tmp, "a") as archive:
+      archive.writestr(KERAS_RECORD, json.dumps(record, indent=2, sort_keys=True))
+      archive.writestr(KERAS_VOCAB, load_vocab(output_dir).model_proto)
+    os.replace(tmp, path)
+  finally:
+    if os.path.exists(tmp):
+      os.remove(tmp)
+  return path
+
+
+def load_keras(path: str) -> tuple[dict, object, keras.Model]:
+  """(record, vocabulary, model) of a `.keras` file written by `save_keras`."""
+  try:
+    with zipfile.ZipFile(path) as archive:
+      record = json.loads(archive.read(KERAS_RECORD))
+      vocab = vocab_lib.vocab_from_proto(archive.read(KERAS_VOCAB))
+  except (KeyError, zipfile.BadZipFile, FileNotFoundError) as e:
+    raise ModelDirError(f"{path} is not a .keras file written by t2t_lite (save_keras, the "
+                        f"trainer's --export_keras): {e}") from None
+  set_precision_policy(HParams.from_json(json.dumps(record["hparams"])).replace(
+      mixed_precision="float32"))
+  return record, vocab, keras.saving.load_model(path)
+
+
+@contextlib.contextmanager
+def keras_model_dir(path: str):
+  """`path` itself for a model directory; for a `.keras` file, a temporary model directory of
+  its model (hparams.json, vocabulary, one checkpoint) for commands that read one."""
+  if not path.endswith(".keras"):
+    yield path
+    return
+  record, vocab, model = load_keras(path)
+  with tempfile.TemporaryDirectory(prefix="t2t_lite_keras_") as folder:
+    atomic_write(os.path.join(folder, HPARAMS_FILE), json.dumps(record, indent=2, sort_keys=True))
+    atomic_write(os.path.join(folder, VOCAB_FILE), vocab.model_proto)
+    tf.train.CheckpointManager(tf.train.Checkpoint(model=checkpointable(model)), folder,
+                               max_to_keep=None).save(checkpoint_number=0)
+    yield folder

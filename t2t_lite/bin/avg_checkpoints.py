@@ -25,6 +25,9 @@ def build_parser():
   p.add_argument("--checkpoints", default=None,
                  help="comma-separated checkpoint prefixes to average instead of the last N "
                       "(each prefixed with --prefix, as in T2T)")
+  common.add_bool(p, "end_at_best",
+                  "average the N checkpoints ending at OUTPUT_DIR/best (the best evaluation's, "
+                  "kept by the trainer) instead of the newest N")
   p.add_argument("--prefix", default="",
                  help="T2T's: prepended to each of --checkpoints; its folder is the model "
                       "directory when --output_dir is not given (e.g. --prefix=runs/base/)")
@@ -53,7 +56,11 @@ def main(argv=None):
         args.avg_dir or f"{output_dir.rstrip('/')}/averaged", "averaged")
     checkpoints = ([args.prefix + c.strip() for c in args.checkpoints.split(",") if c.strip()]
                    if args.checkpoints else None)
+    if args.end_at_best and checkpoints:
+      raise common.UsageError("give --checkpoints or --end_at_best, not both")
   try:
+    if args.end_at_best:
+      checkpoints = average.window_ending_at_best(output_dir, args.num_last_checkpoints)
     average.average_checkpoints(output_dir, out_dir, args.num_last_checkpoints, checkpoints,
                                 checkpoint_name=name)
   except model_dir.ModelDirError as e:

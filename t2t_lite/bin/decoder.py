@@ -20,7 +20,9 @@ from t2t_lite.bin import common
 
 def build_parser():
   p = common.parser(__doc__)
-  p.add_argument("--output_dir", required=True, help="the trainer's model directory")
+  p.add_argument("--output_dir", required=True,
+                 help="the trainer's model directory, or a .keras file of one (the trainer's "
+                      "--export_keras)")
   common.add_recorded_flags(p)
   p.add_argument("--decode_hparams", default="",
                  help="name=value,... over the problem's decode defaults (see above)")
@@ -47,6 +49,23 @@ def build_parser():
 
 def main(argv=None):
   args = common.parse_args(build_parser(), argv)
+  if args.output_dir.endswith(".keras"):  # its model as a temporary model directory
+    from t2t_lite import model_dir
+    if args.checkpoint_path or args.keep_timestamp:
+      print("error: a .keras file holds one model: no --checkpoint_path or --keep_timestamp",
+            file=sys.stderr)
+      return 2
+    try:
+      with model_dir.keras_model_dir(args.output_dir) as folder:
+        args.output_dir = folder
+        return decode(args)
+    except model_dir.ModelDirError as e:
+      print(f"error: {e}", file=sys.stderr)
+      return 2
+  return decode(args)
+
+
+def decode(args):
   from t2t_lite import model_dir
   with common.usage_errors():
     problem = common.check_recorded(args, args.output_dir)

@@ -94,7 +94,36 @@ def build_parser(argv=None):
   p.add_argument("--master", default="", help="with --use_tpu: the TPU's address (T2T)")
   p.add_argument("--cloud_tpu_name", default=f"{os.environ.get('USER', 'user')}-tpu",
                  help="with --use_tpu: the Cloud TPU's name (T2T's default: $USER-tpu)")
-  common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training")
+  common.add_bool(p, "export", "export a SavedModel to OUTPUT_DIR/export at the end of training: "
+                              "of OUTPUT_DIR/best when evaluations kept one (T2T's BestExporter), "
+                              "else of the last checkpoint")
+  common.add_bool(p, "export_keras", "also save OUTPUT_DIR/model.keras (the native Keras format, "
+                                    "with the hparams and vocabulary inside; of the best "
+                                    "checkpoint when there is one): keras.saving.load_model "
+                                    "loads it, t2t-lite-decoder --output_dir takes it")
+  p.add_argument("--eval_early_stopping_metric", default=None,
+                 help="the evaluation metric that picks OUTPUT_DIR/best and drives early stopping: "
+                      "bleu, loss, nll or perplexity (default: bleu when dev BLEU is decoded, "
+                      "else loss; T2T's default was loss)")
+  common.add_bool(p, "eval_early_stopping_metric_minimize",
+                  "smaller is better (default: false for bleu, true for the losses)", default=None)
+  p.add_argument("--eval_early_stopping_steps", type=int, default=None,
+                 help="stop when the metric has not improved for this many updates (T2T; "
+                      "default: never stop early, but still keep OUTPUT_DIR/best)")
+  p.add_argument("--eval_early_stopping_metric_delta", type=float, default=0.1,
+                 help="an improvement must exceed this, for best/ and for the patience (T2T)")
+  p.add_argument("--warm_start_from", default=None,
+                 help="start a new --output_dir from another model's weights (T2T): its model "
+                      "directory (latest checkpoint) or a checkpoint prefix; the run takes that "
+                      "model's vocabulary, architecture and (without --hparams) hparams; "
+                      "--hparams=name=value,... changes training settings only. Ignored once "
+                      "--output_dir has checkpoints (rerunning resumes)")
+  common.add_bool(p, "warm_start_keep_optimizer",
+                  "with --warm_start_from: also restore the source's optimizer state (Adam's "
+                  "moments) instead of a fresh one")
+  common.add_bool(p, "warm_start_keep_step",
+                  "with --warm_start_from: continue the source's update count and so its "
+                  "learning-rate schedule (default: restart at step 0 with a new warmup)")
   common.add_t2t_flags(p, "trainer")  # T2T's other flags, last
   return p
 
@@ -117,6 +146,24 @@ def check_workers(worker_replicas, worker_id):
     raise common.UsageError(f"--worker_id={worker_id} but TF_CONFIG's task is worker {index}")
 
 
+def warm_start_settings(args, model, problem, hparams):
+  """(model, problem, hparams, WarmStart) of --warm_start_from: the source's model and
+  vocabulary; its hparams, or those given with only training settings changed."""
+  from t2t_lite import model_dir
+  from t2t_lite.problems import VocabProblem
+  source_dir, checkpoint = model_dir.warm_start_source(args.warm_start_from)
+  first = (args.hparams or "").split(",", 1)[0]
+  if args.hparams_set or (first and "=" not in first):  # a whole set: its architecture is checked
+    given = hparams
+  else:  # overrides only: over the source's hparams
+    given = model_dir.read_model_dir(source_dir)[1].parse(args.hparams or "")
+  hparams, model_name, vocab = model_dir.warm_start_settings(  # --overwrite_output_dir: emptied
+      source_dir, None if args.overwrite_output_dir else args.output_dir, given,
+      None if args.model == "transformer" else model)
+  return (model_name, VocabProblem(problem, vocab), hparams,
+          model_dir.WarmStart(checkpoint, args.warm_start_keep_optimizer, args.warm_start_keep_step))
+
+
 def main(argv=None):
   args = common.parse_args(build_parser(argv), argv)
 
@@ -129,8 +176,11 @@ def main(argv=None):
     model = registry.models.canonical(args.model)
     problem = common.get_problem(args)
     hparams = common.resolve_hparams(args.hparams, args.hparams_set)
-    if not args.overwrite_output_dir:  # a run in a model directory (resuming, or fine-tuning an
-      # imported model) keeps its vocabulary and, without --hparams, its recorded hparams
+    warm_start = None
+    if args.warm_start_from:  # the source's vocabulary, model and (unless given) hparams
+      model, problem, hparams, warm_start = warm_start_settings(args, model, problem, hparams)
+    elif not args.overwrite_output_dir:  # a run in a model directory (resuming, or fine-tuning
+      # an imported model) keeps its vocabulary and, without --hparams, its recorded hparams
       problem = model_dir.with_saved_vocab(problem, args.output_dir)
       if not (args.hparams or args.hparams_set):
         hparams = model_dir.saved_hparams(args.output_dir) or hparams
@@ -139,6 +189,13 @@ def main(argv=None):
     if args.xla_compile:
       hparams = hparams.replace(xla_compile=True)
     check_workers(args.worker_replicas, args.worker_id)
+    from t2t_lite.training.best import EarlyStopping
+    early_stopping = EarlyStopping(args.eval_early_stopping_metric,
+                                   args.eval_early_stopping_metric_minimize,
+                                   args.eval_early_stopping_steps, args.eval_early_stopping_metric_delta)
+    if args.eval_early_stopping_metric not in (None, "loss", "nll", "perplexity", "bleu"):
+      raise common.UsageError(f"--eval_early_stopping_metric={args.eval_early_stopping_metric}: "
+                              "use bleu, loss, nll or perplexity")
     decode_hparams = problem.default_decode_hparams().replace(beam_size=1).parse(
         args.decode_hparams)
 
@@ -156,6 +213,10 @@ def main(argv=None):
   if not args.no_eval_bleu and hparams.eval_bleu_examples > 0:
     evaluate_fn = dev_bleu.bleu_evaluation(problem, args.data_dir, hparams.eval_bleu_examples,
                                            decode_hparams, split=eval_split)
+  if args.eval_early_stopping_metric == "bleu" and evaluate_fn is None:
+    print("error: --eval_early_stopping_metric=bleu needs dev BLEU: drop --no_eval_bleu and keep "
+          "the hparam eval_bleu_examples > 0", file=sys.stderr)
+    return 2
   try:
     if args.schedule in EVAL_SCHEDULES:
       on_train = args.schedule.endswith("on_train_data")
@@ -184,7 +245,8 @@ def main(argv=None):
         evaluate_fn=None if training_only else evaluate_fn,
         max_train_seconds=args.train_minutes * 60 if args.train_minutes else None, model=model,
         save_checkpoints_secs=args.save_checkpoints_secs,
-        keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split)
+        keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split,
+        warm_start=warm_start, early_stopping=early_stopping)
   except model_dir.ModelDirError as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
@@ -192,9 +254,13 @@ def main(argv=None):
     print(f"error: {e}", file=sys.stderr)
     return 1
   print("done: " + ", ".join(f"{k} {v}" for k, v in results.items()), flush=True)
+  from t2t_lite.training.best import best_dir, read_best  # T2T's BestExporter: the best, if kept
+  exported = best_dir(args.output_dir) if read_best(args.output_dir) else args.output_dir
   if args.export:
     from t2t_lite.export import saved_model
-    saved_model.export(args.output_dir, f"{args.output_dir}/export")
+    saved_model.export(exported, f"{args.output_dir}/export")
+  if args.export_keras:
+    print("wrote " + model_dir.save_keras(exported, os.path.join(args.output_dir, "model.keras")))
   return 0
 
 

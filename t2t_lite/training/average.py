@@ -3,7 +3,9 @@
 Reads the model variables of N checkpoints, writes their element-wise mean as a new checkpoint
 (through CheckpointManager, so the output directory's `checkpoint` index names it and
 `--checkpoint_path` or `tf.train.latest_checkpoint` finds it). Optimizer slots are not averaged:
-the result is for decoding and export.
+the result is for decoding and export. Checkpoints trained with weight_ema_decay > 0 contribute
+their moving averages (what they decode with). `window_ending_at_best` picks the window that
+ends at OUTPUT_DIR/best instead of at the last checkpoint.
 """
 
 import os
@@ -28,6 +30,23 @@ def last_checkpoints(output_dir: str, count: int) -> list[str]:
   return paths[-count:]
 
 
+def window_ending_at_best(output_dir: str, count: int) -> list[str]:
+  """The `count` checkpoints ending at OUTPUT_DIR/best's (its own copy, then the newest kept ones
+  before its step), oldest first: averaging around the best evaluation rather than the last."""
+  from t2t_lite.training.best import read_best  # pylint: disable=import-outside-toplevel
+  best = read_best(output_dir)
+  if best is None:
+    raise model_dir.ModelDirError(f"{output_dir} has no best/ checkpoint: train with evaluations "
+                                  "(--eval_steps > 0) to keep one")
+  state = tf.train.get_checkpoint_state(output_dir)
+  before = [p for p in (state.all_model_checkpoint_paths if state else [])
+            if checkpoint_step(p) < best["step"]]
+  if len(before) < count - 1:
+    print(f"warning: asked to average {count} checkpoints ending at the best (step {best['step']}) "
+          f"but {output_dir} keeps {len(before)} before it; averaging {len(before) + 1}", flush=True)
+  return before[len(before) - (count - 1):] + [best["checkpoint"]] if count > 1 else [best["checkpoint"]]
+
+
 def average_checkpoints(output_dir: str, out_dir: str, count: int = 5,
                         checkpoint_paths: list[str] | None = None,
                         checkpoint_name: str = "averaged") -> str:
@@ -43,7 +62,7 @@ def average_checkpoints(output_dir: str, out_dir: str, count: int = 5,
   checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(model))
   sums = [np.zeros(v.shape, np.float64) for v in model.weights]
   for path in paths:
-    checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+    model_dir.restore_weights(model, path)  # a checkpoint's moving averages when it has them
     for total, variable in zip(sums, model.weights):
       total += np.asarray(variable.numpy(), np.float64)
   for total, variable in zip(sums, model.weights):

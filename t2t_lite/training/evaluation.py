@@ -68,7 +68,6 @@ def evaluate_checkpoints(problem: Problem, output_dir: str, data_dir: str | None
   `timeout_minutes` (T2T's continuous_eval with --eval_timeout_mins). Prints each evaluation and
   writes it to OUTPUT_DIR/`summary_name`; returns the last one (with its "step")."""
   hparams, model = model_dir.build_recorded_model(output_dir)
-  checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(model))
   step_fn = eval_step_fn(model, hparams.label_smoothing)
   writer = tf.summary.create_file_writer(os.path.join(output_dir, summary_name))
   if continuous:
@@ -80,7 +79,7 @@ def evaluate_checkpoints(problem: Problem, output_dir: str, data_dir: str | None
     paths = [latest]
   results = {}
   for path in paths:
-    checkpoint.restore(path).expect_partial().assert_existing_objects_matched()
+    model_dir.restore_weights(model, path)  # the moving averages of the weights when it has them
     step = checkpoint_step(path)
     results = evaluate(step_fn, problem.dataset(split, data_dir, hparams, training=False),
                        eval_steps)

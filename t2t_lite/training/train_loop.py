@@ -29,8 +29,14 @@ averages micro-batches instead of weighting them by their tokens.
   kill during a save leaves the previous checkpoint as the latest); rerunning resumes.
 - A NaN or infinite loss or gradient on any replica or worker stops every process (they all
   see the same all-reduced values) before anything is saved after it.
+- Warm start (T2T's --warm_start_from, `model_dir.WarmStart`): a directory without checkpoints
+  starts from another model's weights, with a fresh optimizer and step unless asked otherwise.
+- With hparams weight_ema_decay > 0, `_update` keeps a moving average of the weights after the
+  optimizer's update; evaluations run on it (`Trainer.evaluated_weights`) and checkpoints hold it.
+- Each evaluation may become OUTPUT_DIR/best and stop training early (`t2t_lite.training.best`).
 """
 
+import contextlib
 import os
 import random
 import sys
@@ -44,6 +50,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import Problem
+from t2t_lite.training import best as best_lib
 from t2t_lite.training import distribute, evaluation
 from t2t_lite.training.adafactor import adafactor
 from t2t_lite.training.adam import Adam
@@ -139,7 +146,8 @@ class Trainer:
   def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
                strategy: tf.distribute.Strategy | None = None, keep_checkpoint_max: int = 20,
                model: str = model_dir.DEFAULT_MODEL,
-               keep_checkpoint_every_n_hours: float | None = None):
+               keep_checkpoint_every_n_hours: float | None = None,
+               warm_start: model_dir.WarmStart | None = None):
     self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
     distribute.check_supported(self.strategy, hparams)
@@ -157,20 +165,53 @@ class Trainer:
                           if hparams.gradient_accumulation_steps > 1 else None)
       self.nonfinite = tf.Variable(False, trainable=False, name="nonfinite_loss_seen",
                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      # The weights' moving averages (hparams weight_ema_decay): every replica holds the same
+      # weights after an update, so the first replica's average is every replica's.
+      self.ema = {name: tf.Variable(tf.convert_to_tensor(v), trainable=False, name="ema",
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                  for name, v in model_dir.checkpointable(self.model).items() if v.trainable
+                  } if hparams.weight_ema_decay > 0 else None
+    self._ema_pairs = [] if self.ema is None else [
+        (self.ema[name], v) for name, v in model_dir.checkpointable(self.model).items() if name in self.ema]
     self.checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(self.model),
-                                          optimizer=self.optimizer)
+                                          optimizer=self.optimizer,
+                                          **({model_dir.EMA_ROOT: self.ema} if self.ema else {}))
     self.manager = tf.train.CheckpointManager(
         self.checkpoint, ckpt_dir, max_to_keep=keep_checkpoint_max,
         keep_checkpoint_every_n_hours=keep_checkpoint_every_n_hours)
     self.restored_from = self.manager.latest_checkpoint
+    self.warm_started_from = None
     if self.restored_from:
       self.checkpoint.restore(self.restored_from).assert_existing_objects_matched()
+    elif warm_start is not None:  # T2T: a warm start only initializes a directory without checkpoints
+      self._warm_start(warm_start)
     seed_dropout(self.model, hparams.seed, self.step)
     self.gradients_fn = (tf.function(self.gradients, jit_compile=True, reduce_retracing=True)
                          if hparams.xla_compile else self.gradients)
     self._micro_batches = 0
     self._step_fns = {}
     self._eval_fn = None
+
+  def _warm_start(self, warm_start: model_dir.WarmStart):
+    """The source checkpoint's weights (and, as asked, its optimizer state and step); a model
+    that does not fit it is a ModelDirError naming the variables that differ."""
+    path = warm_start.checkpoint
+    model_dir.check_checkpoint_fits(self.model, path)
+    source_step = model_dir.checkpoint_step(path)
+    if warm_start.keep_optimizer and source_step is None:
+      raise model_dir.ModelDirError(f"--warm_start_keep_optimizer: {path} holds no optimizer state "
+                                    "(an imported or averaged model); leave the option out")
+    objects = {"model": model_dir.checkpointable(self.model)}
+    if warm_start.keep_optimizer:
+      objects["optimizer"] = self.optimizer
+    try:
+      tf.train.Checkpoint(**objects).restore(path).expect_partial().assert_existing_objects_matched()
+    except AssertionError as e:  # e.g. another optimizer's state with keep_optimizer
+      raise model_dir.ModelDirError(f"cannot warm start from {path}: {e}") from None
+    self.optimizer.iterations.assign((source_step or 0) if warm_start.keep_step else 0)
+    for average, variable in self._ema_pairs:  # the average starts from the warm-start weights
+      average.assign(tf.convert_to_tensor(variable))
+    self.warm_started_from = path
 
   @property
   def step(self):
@@ -229,6 +270,9 @@ class Trainer:
       factor = clip / tf.maximum(norm, clip)
       grads = [g * tf.cast(factor, g.dtype) for g in grads]
     self.optimizer.apply(grads, self.model.trainable_variables)
+    decay = self.hparams.weight_ema_decay
+    for average, variable in self._ema_pairs:  # after the update (program order in tf.function)
+      average.assign(decay * average + (1.0 - decay) * tf.convert_to_tensor(variable))
     self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(finite)))
     return loss, batch_tokens
 
@@ -273,10 +317,27 @@ class Trainer:
     return self.manager.save(checkpoint_number=self.step)
 
   def evaluate(self, dataset, max_batches=None):
-    """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity."""
+    """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity (of the
+    weights' moving averages when weight_ema_decay > 0: call inside `evaluated_weights`)."""
     if self._eval_fn is None:  # built once: later evaluations reuse its traces
       self._eval_fn = evaluation.eval_step_fn(self.model, self.hparams.label_smoothing)
     return evaluation.evaluate(self._eval_fn, dataset, max_batches)
+
+  @contextlib.contextmanager
+  def evaluated_weights(self):
+    """Within: the model holds what evaluation, decoding and export use (the moving averages
+    of the weights with weight_ema_decay > 0; else the weights themselves, untouched)."""
+    if not self._ema_pairs:
+      yield self.model
+      return
+    trained = [tf.identity(variable.value) for _, variable in self._ema_pairs]
+    for average, variable in self._ema_pairs:
+      variable.assign(average.read_value())
+    try:
+      yield self.model
+    finally:
+      for value, (_, variable) in zip(trained, self._ema_pairs):
+        variable.assign(value)
 
 
 def train_and_evaluate(
@@ -290,7 +351,8 @@ def train_and_evaluate(
     progress: bool | None = None, max_train_seconds: float | None = None,
     model: str = model_dir.DEFAULT_MODEL,
     save_checkpoints_secs: float = 0, keep_checkpoint_every_n_hours: float | None = None,
-    eval_split: str = "dev") -> dict[str, float]:
+    eval_split: str = "dev", warm_start: model_dir.WarmStart | None = None,
+    early_stopping: best_lib.EarlyStopping | None = None) -> dict[str, float]:
   """Trains `problem` with `hparams` into `output_dir` until `train_steps` updates, resuming.
 
   Args:
@@ -318,8 +380,15 @@ def train_and_evaluate(
     keep_checkpoint_every_n_hours: also keep one checkpoint per this many hours beyond
       `keep_checkpoint_max` (T2T; None: no).
     eval_split: the split evaluations use ("test": T2T's --eval_use_test_set).
+    warm_start: start from another model's checkpoint (T2T's --warm_start_from) when
+      `output_dir` has no checkpoint yet; `problem` must read the data in that model's vocabulary
+      and `hparams` have its architecture (`model_dir.warm_start_settings` gives both).
+    early_stopping: which evaluation metric picks the best checkpoint, kept as OUTPUT_DIR/best
+      whenever evaluations run (default: dev BLEU when `evaluate_fn` gives it, else dev loss),
+      and the patience after which training stops (`t2t_lite.training.best`).
   Returns:
-    A dict with the final step, last training loss and the last evaluation's metrics.
+    A dict with the final step, last training loss, the last evaluation's metrics and, when
+    evaluations ran, the best one's step and metric (`best_step`, `best_<metric>`).
   """
   strategy = strategy or tf.distribute.get_strategy()
   vocab = problem.get_vocab(data_dir)
@@ -330,10 +399,17 @@ def train_and_evaluate(
                               model)
     model_dir.write_vocab(output_dir, vocab)
   trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
-                    keep_checkpoint_every_n_hours)
+                    keep_checkpoint_every_n_hours, warm_start)
+  keeper = best_lib.BestKeeper(trainer.manager.directory, early_stopping) if eval_steps else None
+  if (keeper and keeper.settings.patience and keeper.settings.metric in (None, "bleu")
+      and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)):
+    raise ValueError("early stopping with several workers needs a metric every worker computes: "
+                     "--eval_early_stopping_metric=loss (dev BLEU is decoded on the chief only)")
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
+  elif trainer.warm_started_from:
+    print(f"warm start from {trainer.warm_started_from} at step {start}", flush=True)
   if start >= train_steps:
     print(f"already trained {start} >= train_steps={train_steps} steps; nothing to do", flush=True)
     return {"step": start}
@@ -384,14 +460,28 @@ def train_and_evaluate(
       if chief:
         print(f"saved {path}", flush=True)
     if eval_steps and (last or (save_now if eval_at_saves else step % eval_every == 0)):
-      results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
-                                 eval_steps)
-      if evaluate_fn is not None and chief:
-        results.update(evaluate_fn(trainer.model))
+      with trainer.evaluated_weights() as evaluated:
+        results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
+                                   eval_steps)
+        if evaluate_fn is not None and chief:
+          results.update(evaluate_fn(evaluated))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
+      if keeper.update(step, results, trainer.checkpoint) and chief:
+        print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: kept as "
+              f"{best_lib.best_dir(output_dir)}", flush=True)
+      if keeper.should_stop(step):
+        print(f"early stopping at step {step}: {keeper.best['metric']} has not improved by more "
+              f"than {keeper.settings.delta} in {step - keeper.best['step']} updates since step "
+              f"{keeper.best['step']}", flush=True)
+        if not save_now:
+          trainer.save()
+        results["stopped_early"] = step
+        break
       window_start = time.time()
     if out_of_time:
       break
   results.update(step=trainer.step, train_loss=loss)
+  if keeper is not None and keeper.best is not None:
+    results.update({"best_step": keeper.best["step"], f"best_{keeper.best['metric']}": keeper.best["value"]})
   return results

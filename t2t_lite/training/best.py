@@ -1,0 +1,146 @@
+"""Keep the best checkpoint, stop early (T2T's --eval_early_stopping_*, Keras' EarlyStopping).
+
+At each evaluation the trainer asks `BestKeeper.update` whether the evaluation's metric improved
+on the best so far by more than `delta` (Keras' `min_delta`; T2T's
+`--eval_early_stopping_metric_delta`). If so, the whole checkpoint (weights, their moving
+averages, optimizer) becomes OUTPUT_DIR/best, a model directory of its own that the decoder,
+exporter and averaging take as it is:
+
+    OUTPUT_DIR/best -> .best-<step>     a symbolic link, replaced atomically
+    OUTPUT_DIR/.best-<step>/            hparams.json, flags.txt, vocab.model, checkpoint,
+                                        ckpt-<step>.*, best.json {"metric", "value", "step", ...}
+
+The new directory is written completely under a temporary name first, then the link is swapped
+with one rename, so a kill at any moment leaves `best` pointing at a complete directory: the old
+best, or the new one. It lies outside the rolling `keep_checkpoint_max` window.
+
+With a patience (`EarlyStopping.patience`, in updates: T2T's --eval_early_stopping_steps),
+`should_stop` is true once that many updates have passed since the best evaluation (the
+improvement must exceed `delta`, as in T2T's plateau test, which looks back that many steps).
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from t2t_lite import model_dir
+
+# Metrics where larger is better; any other (loss, nll, perplexity) is minimized by default.
+LARGER_IS_BETTER = ("bleu", "accuracy")
+
+
+@dataclasses.dataclass(frozen=True)
+class EarlyStopping:
+  """What counts as the best evaluation and when to stop (T2T's --eval_early_stopping_* flags).
+
+  metric: an evaluation's name ("loss", "nll", "perplexity", "bleu"); None: "bleu" where the
+    evaluations compute it (the trainer decodes dev BLEU), else "loss".
+  minimize: None: False for BLEU, True for the losses.
+  patience: stop after this many updates without an improvement; None: never stop early (the
+    best checkpoint is still kept).
+  delta: an improvement must exceed this (T2T's default 0.1).
+  """
+  metric: str | None = None
+  minimize: bool | None = None
+  patience: int | None = None
+  delta: float = 0.1
+
+  def __post_init__(self):
+    if self.patience is not None and self.patience <= 0:
+      raise ValueError(f"--eval_early_stopping_steps must be > 0, got {self.patience}")
+    if self.delta < 0:
+      raise ValueError(f"--eval_early_stopping_metric_delta must be >= 0, got {self.delta}")
+
+  def resolve(self, results: dict) -> tuple[str, bool]:
+    """(metric name, minimize) for evaluations like `results`."""
+    metric = self.metric or ("bleu" if "bleu" in results else "loss")
+    if metric not in results:
+      raise ValueError(f"--eval_early_stopping_metric={metric}: the evaluations compute "
+                       f"{', '.join(sorted(results))}; pick one of those")
+    minimize = self.minimize if self.minimize is not None else not any(
+        name in metric for name in LARGER_IS_BETTER)
+    return metric, minimize
+
+
+def best_dir(output_dir: str) -> str:
+  return os.path.join(output_dir, model_dir.BEST_DIR)
+
+
+def read_best(output_dir: str) -> dict | None:
+  """OUTPUT_DIR/best/best.json ({"metric", "value", "step", "minimize", "checkpoint"}), or None."""
+  path = os.path.join(best_dir(output_dir), model_dir.BEST_FILE)
+  if not os.path.exists(path):
+    return None
+  with open(path, encoding="utf-8") as f:
+    record = json.load(f)
+  record["checkpoint"] = os.path.join(best_dir(output_dir), record["checkpoint"])
+  return record
+
+
+def write_best(output_dir: str, checkpoint: tf.train.Checkpoint, step: int, record: dict) -> str:
+  """Saves `checkpoint` as OUTPUT_DIR/best (see the module doc); returns its checkpoint prefix."""
+  tmp = tempfile.mkdtemp(dir=output_dir, prefix=".tmp-best-")
+  try:
+    prefix = tf.train.CheckpointManager(checkpoint, tmp, max_to_keep=1).save(checkpoint_number=step)
+    for name in (model_dir.HPARAMS_FILE, model_dir.FLAGS_FILE, model_dir.VOCAB_FILE):
+      if os.path.exists(os.path.join(output_dir, name)):
+        shutil.copyfile(os.path.join(output_dir, name), os.path.join(tmp, name))
+    record = dict(record, step=step, checkpoint=os.path.basename(prefix))
+    model_dir.atomic_write(os.path.join(tmp, model_dir.BEST_FILE),
+                           json.dumps(record, indent=2, sort_keys=True) + "\n")
+    for name in os.listdir(tmp):  # on disk before the link can name the directory
+      with open(os.path.join(tmp, name), "rb") as f:
+        os.fsync(f.fileno())
+    version = f".best-{step}"
+    target = os.path.join(output_dir, version)
+    if os.path.exists(target):  # a kill after the rename below, before the link: redo it
+      shutil.rmtree(target)
+    os.rename(tmp, target)
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  link = os.path.join(output_dir, f".tmp-best-link-{os.getpid()}")
+  if os.path.lexists(link):
+    os.remove(link)
+  os.symlink(version, link)
+  os.replace(link, best_dir(output_dir))  # the one atomic step
+  for name in os.listdir(output_dir):  # older bests and leftovers of a kill
+    if (name.startswith(".best-") and name != version) or name.startswith(".tmp-best-"):
+      shutil.rmtree(os.path.join(output_dir, name), ignore_errors=True)
+  return os.path.join(best_dir(output_dir), os.path.basename(prefix))
+
+
+class BestKeeper:
+  """The best evaluation so far (continued from OUTPUT_DIR/best when training resumes)."""
+
+  def __init__(self, output_dir: str, settings: EarlyStopping | None = None, write: bool = True):
+    self.output_dir = output_dir
+    self.settings = settings or EarlyStopping()
+    self.write = write  # only the chief writes; every worker decides the same
+    self.best = read_best(output_dir)
+
+  def improved(self, results: dict) -> bool:
+    metric, minimize = self.settings.resolve(results)
+    if self.best is None or self.best["metric"] != metric:
+      return True
+    change = self.best["value"] - results[metric] if minimize else results[metric] - self.best["value"]
+    return change > self.settings.delta
+
+  def update(self, step: int, results: dict, checkpoint: tf.train.Checkpoint) -> bool:
+    """Keeps this evaluation's `checkpoint` as the best if it improved; returns whether it did."""
+    if not self.improved(results):
+      return False
+    metric, minimize = self.settings.resolve(results)
+    record = {"metric": metric, "value": float(results[metric]), "minimize": minimize,
+              "results": {k: float(v) for k, v in results.items()}}
+    path = write_best(self.output_dir, checkpoint, step, record) if self.write else None
+    self.best = dict(record, step=step, checkpoint=path)
+    return True
+
+  def should_stop(self, step: int) -> bool:
+    patience = self.settings.patience
+    return patience is not None and self.best is not None and step - self.best["step"] >= patience

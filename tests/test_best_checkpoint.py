@@ -1,0 +1,136 @@
+"""Keep the best checkpoint and stop early (T2T's --eval_early_stopping_*).
+
+The metric is scripted (an `evaluate_fn` returning given values at given steps), so which
+evaluation is the best and when the patience runs out are known exactly; the reference for
+best/ is the model's weights captured at that evaluation. The kill test is event-driven: it
+kills the trainer with SIGKILL as soon as it prints an evaluation (just before best/ is written),
+never after a wall-clock delay.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite import model_dir
+from t2t_lite.hparams import get_hparams
+from t2t_lite.problems import get_problem
+from t2t_lite.training import average, best, train_loop
+
+MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
+         "max_length=16,eval_bleu_examples=0,learning_rate_warmup_steps=20")
+SCORES = {2: 1.0, 4: 3.0, 6: 2.0, 8: 3.0, 10: 9.0}  # the best is step 4's: 8 only equals it
+
+
+@pytest.fixture(scope="module")
+def stopped(tmp_path_factory):
+  """A run evaluating every 2 updates with a scripted score, patience 4, delta 0."""
+  out = tmp_path_factory.mktemp("early") / "model"
+  weights = {}
+
+  def evaluate_fn(model):
+    step = int(trainer_step[0]())
+    weights[step] = {n: v.numpy() for n, v in model_dir.checkpointable(model).items()}
+    return {"score": SCORES[step]}
+
+  trainer_step = []
+  real_trainer = train_loop.Trainer
+
+  class Recording(real_trainer):  # lets evaluate_fn see the step it evaluates
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      trainer_step.append(lambda: self.step)
+
+  train_loop.Trainer = Recording
+  try:
+    results = train_loop.train_and_evaluate(
+        get_problem("algorithmic_copy"), get_hparams("transformer_tiny", MICRO), str(out), None,
+        train_steps=10, eval_steps=1, save_checkpoints_steps=2, log_every=2, evaluate_fn=evaluate_fn,
+        early_stopping=best.EarlyStopping(metric="score", minimize=False, patience=4, delta=0.0))
+  finally:
+    train_loop.Trainer = real_trainer
+  return out, results, weights
+
+
+def test_early_stopping_stops_after_the_patience_with_the_best_evaluations_weights(stopped):
+  out, results, weights = stopped
+  assert results["stopped_early"] == 8 and results["step"] == 8
+  assert results["best_step"] == 4 and results["best_score"] == 3.0
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
+  record = best.read_best(str(out))
+  assert record["step"] == 4 and record["metric"] == "score" and record["value"] == 3.0
+  assert not record["minimize"]
+  _, model, path = model_dir.restore_model(str(out / "best"))  # a model directory of its own
+  assert path.endswith("ckpt-4")
+  for name, value in model_dir.checkpointable(model).items():
+    np.testing.assert_array_equal(value.numpy(), weights[4][name], err_msg=name)
+  assert not np.array_equal(weights[4]["shared_embedding/embeddings"],
+                            weights[8]["shared_embedding/embeddings"])  # not just any step's
+  leftovers = [n for n in os.listdir(out) if n.startswith((".tmp-best", ".best-"))]
+  assert leftovers == [".best-4"]
+
+
+def test_averaging_can_end_at_the_best(stopped):
+  out, _, _ = stopped
+  window = average.window_ending_at_best(str(out), 2)
+  assert [os.path.basename(p) for p in window] == ["ckpt-2", "ckpt-4"]
+  assert window[-1].startswith(str(out / "best"))
+
+
+def test_metric_defaults_and_directions():
+  assert best.EarlyStopping().resolve({"loss": 1.0}) == ("loss", True)
+  assert best.EarlyStopping().resolve({"loss": 1.0, "bleu": 2.0}) == ("bleu", False)
+  assert best.EarlyStopping("perplexity", False).resolve({"perplexity": 3.0}) == ("perplexity", False)
+  with pytest.raises(ValueError, match="the evaluations compute loss"):
+    best.EarlyStopping("bleu").resolve({"loss": 1.0})
+
+
+KILLED_RUN = """
+import sys, time
+from t2t_lite.hparams import get_hparams
+from t2t_lite.problems import get_problem
+from t2t_lite.training import best, train_loop
+train_loop.train_and_evaluate(
+    get_problem("algorithmic_copy"), get_hparams("transformer_tiny", sys.argv[3]), sys.argv[1], None,
+    train_steps=int(sys.argv[2]), eval_steps=1, save_checkpoints_steps=1, log_every=100,
+    evaluate_fn=lambda model: {"score": float(time.time_ns())},  # each evaluation is a new best
+    early_stopping=best.EarlyStopping("score", minimize=False, delta=0.0))
+"""
+
+
+def test_a_kill_during_training_never_loses_best(tmp_path):
+  """SIGKILL as soon as an evaluation is printed (its best/ is being written then), then checks
+  that best/ is a complete model directory of a step the trainer reported; a rerun finishes."""
+  out, script = tmp_path / "model", tmp_path / "run.py"
+  script.write_text(KILLED_RUN, encoding="utf-8")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  kept, evaluated = [], None
+  with subprocess.Popen([sys.executable, str(script), str(out), "40", MICRO], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT, text=True, env=env) as process:
+    for line in process.stdout:
+      if line.startswith("best "):
+        kept.append(int(line.split(" at step ")[1].split(":")[0]))
+      if line.startswith("eval at step"):
+        evaluated = int(line.split()[3].rstrip(":"))
+        if len(kept) >= 2:  # best/ exists; the newest evaluation's is being written now
+          process.send_signal(signal.SIGKILL)
+          break
+    process.wait()
+  assert process.returncode == -signal.SIGKILL, "the trainer ended before it was killed"
+  record = best.read_best(str(out))
+  assert record is not None and record["step"] in kept + [evaluated]
+  _, _, path = model_dir.restore_model(str(out / "best"))
+  assert path == record["checkpoint"]
+  with open(out / "best" / model_dir.HPARAMS_FILE, encoding="utf-8") as f:
+    assert json.load(f)["problem"] == "algorithmic_copy"
+  rerun = subprocess.run([sys.executable, str(script), str(out), str(evaluated + 2), MICRO],
+                         capture_output=True, text=True, env=env)
+  assert rerun.returncode == 0, rerun.stdout[-3000:] + rerun.stderr[-3000:]
+  assert best.read_best(str(out))["step"] == evaluated + 2
+  leftovers = [n for n in os.listdir(out) if n.startswith((".tmp-best", ".best-"))]
+  assert leftovers == [f".best-{evaluated + 2}"]
