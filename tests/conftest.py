@@ -33,7 +33,9 @@ SLOW_FILES = {
     "test_attention_pictures.py", "test_benchmarks.py", "test_data_parallel.py", "test_decoder.py",
     "test_end_to_end.py", "test_export.py", "test_import_marian.py", "test_packaging.py",
     "test_quiet_startup.py", "test_t2t_commands.py", "test_t2t_trainer.py", "test_tfds_offline.py",
-    "test_trainer.py", "test_training_outcomes.py",
+    "test_trainer.py", "test_training_outcomes.py", "test_best_checkpoint.py", "test_ctranslate2_export.py",
+    "test_ema.py", "test_keras_file.py", "test_keras_fit.py", "test_serve.py", "test_serve_browser.py",
+    "test_warm_start.py", "test_warm_start_marian.py",
 }
 # Single slow tests of otherwise fast files: "file.py::test_name" (every parametrization of it).
 SLOW_TESTS = {

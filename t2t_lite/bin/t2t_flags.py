@@ -46,6 +46,7 @@ _NO_SEARCH = ("no hyperparameter search here: run t2t-lite-trainer once per --hp
               "each with its own --output_dir")
 _CLOUD = "no Cloud ML Engine launcher here: run t2t-lite-trainer on the machines (TF_CONFIG for several)"
 _PROFILE = "no built-in profiler here: use TensorFlow's (tf.profiler.experimental) from Python"
+_TRAINER_ONLY = "a training flag: t2t-lite-trainer takes it (docs/fine-tuning.md)"
 
 # utils/flags.py and bin/t2t_trainer.py (tensor2tensor at commit bafdc1b6): t2t-trainer's flags.
 TRAINER = {
@@ -57,18 +58,17 @@ TRAINER = {
                                     "use --export, or t2t-lite-exporter after training"),
     "dbgprofile": _answered(bool, False, "record a timeline for chrome://tracing", _PROFILE),
     "hparams_range": _answered(str, None, "a range of hparams for Cloud ML Engine tuning", _NO_SEARCH),
+    # Training flags that t2t-lite-trainer defines for real; T2T's decoder shares its flag file.
     "eval_early_stopping_metric": _answered(
-        str, "loss", "the metric early stopping watches",
-        "early stopping is not available in this version: choose --train_steps or --train_minutes"),
+        str, "loss", "the metric early stopping watches", _TRAINER_ONLY),
     "eval_early_stopping_metric_delta": _answered(
-        float, 0.1, "the change under which the metric has plateaued",
-        "early stopping is not available in this version: choose --train_steps or --train_minutes"),
+        float, 0.1, "the change under which the metric has plateaued", _TRAINER_ONLY),
     "eval_early_stopping_steps": _answered(
-        int, None, "stop when the metric has not improved for this many steps",
-        "early stopping is not available in this version: choose --train_steps or --train_minutes"),
+        int, None, "stop when the metric has not improved for this many steps", _TRAINER_ONLY),
     "eval_early_stopping_metric_minimize": _answered(
-        bool, True, "whether the early-stopping metric should go down",
-        "early stopping is not available in this version: choose --train_steps or --train_minutes"),
+        bool, True, "whether the early-stopping metric should go down", _TRAINER_ONLY),
+    "warm_start_from": _answered(
+        str, None, "initialize from another model's checkpoint", _TRAINER_ONLY),
     "eval_run_autoregressive": _accepted(
         bool, False, "evaluate by decoding instead of teacher forcing",
         "ignored: the trainer's dev BLEU always decodes (eval_bleu_examples); the dev loss is "
@@ -77,10 +77,6 @@ TRAINER = {
                                        "ignored: TensorFlow's Grappler runs by default"),
     "log_device_placement": _answered(bool, False, "log the device of every op",
                                       "use tf.debugging.set_log_device_placement(True) from Python"),
-    "warm_start_from": _answered(
-        str, None, "initialize from another model's checkpoint",
-        "not available in this version: rerun the trainer in a model directory to continue it, or "
-        "import a pretrained model with t2t-lite-import and train there"),
     "eval_throttle_seconds": _accepted(
         int, 600, "the least time between two evaluations",
         "ignored: the trainer evaluates at every checkpoint (--local_eval_frequency, --eval_every); "
