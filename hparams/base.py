@@ -144,7 +144,7 @@ class DecodeHParams:
   sampling_temperature: float = 0.0        # > 0 with beam_size 1: sample instead of greedy
   top_k: int = 0                           # with sampling: keep the k most likely tokens; 0: all
   seed: int = 1234                         # with sampling: the same seed gives the same samples
-  xla: bool = True                         # compile the search loop with XLA (see README: speed)
+  xla: bool = True                         # compile the search loop with XLA (see docs/performance.md)
   constrained: bool = True                 # use the problem's decoding constraint, if it has one
 
   def replace(self, **changes) -> "DecodeHParams":

@@ -126,7 +126,7 @@ def transformer_tiny():
 def transformer_multi30k():
   """Sized for Multi30k (29k caption pairs) on a 2-core CPU in one hour: d 256, 3+3 layers.
 
-  Small data wants a small model (about 19 epochs in the hour: README, "Results"); the peak
+  Small data wants a small model (about 19 epochs in the hour: docs/training.md); the peak
   learning rate (constant 1, warmup 1000: 2e-3) suits a run of a few thousand updates.
   """
   return transformer_base().replace(

@@ -20,7 +20,7 @@ three leaf tokens, a problem option chosen by the registered name:
 
 | name | leaves | |
 |---|---|---|
-| `parsing_english_ptb16k` | the words | the default (see the README's parsing results for why) |
+| `parsing_english_ptb16k` | the words | the default (see docs/parsing.md for why) |
 | `parsing_english_ptb16k_words` | the words: `(S (NP Vinken ) (VP is ...` | the same as the default |
 | `parsing_english_ptb16k_xx` | `XX`: `(S (NP XX ) (VP XX ...` | Vinyals et al. 2014, the paper's |
 | `parsing_english_ptb16k_tags` | the tags: `(S (NP NNP ) (VP VBZ ...` | T2T's `wsj_parsing` |

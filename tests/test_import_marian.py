@@ -182,7 +182,7 @@ def test_greedy_and_beam_search_equal_generate(hf_model_dir, imported, num_beams
   Greedy: the same ids up to EOS or the common length limit. Beam: the same best hypothesis and
   score wherever Hugging Face's ends on EOS, once its search admits EOS candidates to the
   finished set as T2T's does; without that, it misses better-scoring finished hypotheses that
-  T2T's search keeps (README, "Pretrained models")."""
+  T2T's search keeps (docs/opus-mt.md)."""
   _, hf, tokenizer, _ = hf_model_dir
   _, model, vocab = imported
   batch = tokenizer(SOURCES, padding=True, return_tensors="pt")

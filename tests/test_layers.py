@@ -355,7 +355,7 @@ def test_sinusoid_paper_frequencies_match_the_papers_formula(interleave):
 
 def test_t2t_and_paper_sinusoids_differ_more_with_position():
   """T2T's spacing (Marian's too) is not the paper's: at d = 512 the two signals differ by 0.013
-  within the first 10 positions, 0.142 within 100 and 0.284 within 200 (README, "The model"),
+  within the first 10 positions, 0.142 within 100 and 0.284 within 200 (docs/model.md),
   in either layout (the interleaved T2T signal is not the paper's formula)."""
   x = np.zeros((1, 200, 512), "float32")
   for layout in ("concat", "interleave"):

@@ -138,7 +138,7 @@ def check_workers(worker_replicas, worker_id):
   if workers != worker_replicas:
     raise common.UsageError(
         f"--worker_replicas={worker_replicas} but TF_CONFIG names {workers} workers; set "
-        "TF_CONFIG on every machine to the cluster and its own task index (README, 'Devices')")
+        "TF_CONFIG on every machine to the cluster and its own task index (docs/training.md, 'Devices')")
   index = config.get("task", {}).get("index", 0)
   if config.get("task", {}).get("type") == "worker" and "chief" in cluster:
     index += 1

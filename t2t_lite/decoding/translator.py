@@ -4,7 +4,7 @@ The search graph (`make_search_fn`) is one function from padded source ids to ou
 scores; the decoder command, the trainer's dev BLEU and the exported SavedModel all run it, so
 they translate alike.
 
-Input policy (documented in the README):
+Input policy (documented in docs/decoding.md):
 - an empty (or all-whitespace) line gives an empty output line, without decoding;
 - a source longer than the limit (`max_input_size` in decode hparams, 256 subwords by default,
   the training length limit of T2T's sets; <= 0, T2T's -1, means the model's own limit,
@@ -169,7 +169,7 @@ class Translator:
     # Static shapes: one trace per (batch, padded width); widths are rounded up to a multiple of
     # WIDTH_STEP and batches padded to batch_size, so a file needs only a few traces.
     # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
-    # ops, faster than the plain graph (`python scripts/bench_decode.py`; README, "Speed").
+    # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
 

@@ -147,8 +147,8 @@ def read_hugging_face(folder, names):
                                                    in names else "model.safetensors.index.json"))
   else:
     arrays.refuse_pickles(folder, CONVERT_PICKLE)
-    raise CheckpointImportError(f"{folder} has no model.safetensors. Download it (see the README) or convert "
-                       f"the weights you have: {CONVERT_PICKLE}"
+    raise CheckpointImportError(f"{folder} has no model.safetensors. Download it (see docs/opus-mt.md) or "
+                       f"convert the weights you have: {CONVERT_PICKLE}"
                        + ("; tf_model.h5 needs transformers < 5 and from_tf=True for that"
                           if "tf_model.h5" in names else ""))
   if "vocab.json" not in names:

@@ -6,7 +6,7 @@ are scaled by `1 / (1 - rate)`, so inference needs no rescaling.
 Why not `keras.layers.Dropout`: on the TensorFlow backend it draws a float32 uniform per element
 with TensorFlow's Philox kernel and then compares, scales and selects in separate passes, each a
 trip through memory, which made dropout a large share of a training forward pass
-(`python scripts/bench_train.py --dropout` times both; figures in the README, "Speed"). Here, on
+(`python scripts/bench_train.py --dropout` times both; figures in docs/performance.md). Here, on
 TensorFlow, the keep decision is a counter-based hash, `hash(index, seed) >= rate * 2^32`,
 computed inside one XLA-fused loop with the scaling, and the gradient recomputes the same mask
 from the seed instead of storing it. The hash is two rounds of

@@ -17,7 +17,7 @@ def project(x, kernel):
   explicitly transposed copy of the kernel instead of a matmul with `transpose_b`: oneDNN runs
   these `transpose_b` products (the QKV, output, encoder-decoder and first feed-forward
   projections of a d 512 model) slower than the same product with the transpose made first
-  (`python scripts/bench_train.py --projection`; README, "Speed"). TF's graph optimizer folds a
+  (`python scripts/bench_train.py --projection`; docs/performance.md). TF's graph optimizer folds a
   plain transpose back into the matmul, so the copy goes through `Snapshot`. Values and
   gradients are those of `ops.matmul`; other backends and shapes use it directly, and so does
   everything traced inside `with transposed_gradients(False):`.

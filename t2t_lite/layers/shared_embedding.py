@@ -69,7 +69,7 @@ class SharedEmbedding(keras.layers.Layer):
     A decoding loop computes it once and projects with it at every step: XLA does not hoist the
     transpose out of a compiled loop, and copying the whole table (65 MB on `transformer_base`)
     at every step would dominate a batch-1 greedy step (`python scripts/bench_decode.py`;
-    README, "Decoding").
+    docs/decoding.md).
     """
     return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
 

@@ -37,7 +37,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
     imported Marian weights were trained with these.
   - `frequencies="paper"`: `inv_i = 1 / (min_timescale * (max_timescale / min_timescale) **
     (2i / d))`, the paper's `10000 ** (2i / d)`, whose slowest timescale is
-    `10000 ** ((d - 2) / d)`. The two differ more the later the position (README, "The model").
+    `10000 ** ((d - 2) / d)`. The two differ more the later the position (docs/model.md).
 
   Layout: the default `"concat"` puts all sines first, then all cosines, as T2T, Marian and
   Hugging Face's Marian models do, so weights trained by T2T (and T2T's attention pictures) line

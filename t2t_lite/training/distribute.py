@@ -5,7 +5,7 @@ of replicas. The paper trained on 8 GPUs x ~3k-4k tokens each (~25k source + ~25
 per step); to keep the same optimisation on fewer devices, use gradient accumulation
 (`gradient_accumulation_steps = 8 / replicas`) rather than rescaling the learning rate. If the
 global batch changes anyway, the usual rule is: learning rate proportional to sqrt(global batch)
-and warmup in updates kept fixed (see README, "Devices").
+and warmup in updates kept fixed (docs/training.md, "Devices").
 """
 
 import json

@@ -59,7 +59,7 @@ def smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD_ID):
 
 def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD_ID):
   """`smoothed_cross_entropy` for TensorFlow training: the same three values, with a faster
-  gradient (`python scripts/bench_train.py --loss` times both; README, "Speed").
+  gradient (`python scripts/bench_train.py --loss` times both; docs/performance.md).
 
   The loss is memory-bound (it reads [tokens, vocab] logits a few times and writes their
   gradient), so the win is in touching that tensor less:
@@ -134,7 +134,7 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
   """`smoothed_cross_entropy(decoder_output @ table^T, targets)` for TensorFlow training: the
   pre-softmax projection and the loss in one differentiable function, faster with its gradients
   than the projection followed by `fast_smoothed_cross_entropy` (`python scripts/bench_train.py
-  --loss`; README, "Speed").
+  --loss`; docs/performance.md).
 
   - With `compact=True`, only real tokens are projected: padded positions are dropped before
     the [tokens, d] x [d, V] matmul (rows are then padded to a multiple of `row_multiple` with
