@@ -145,7 +145,12 @@ def run_mode(server, sentences, clients):
         i, sentence = work.get_nowait()
       except queue.Empty:
         return
-      status, body, seconds = predict(connection, sentence)
+      try:
+        status, body, seconds = predict(connection, sentence)
+      except (OSError, http.client.HTTPException, ValueError) as e:   # reported by `check`
+        status, body, seconds = 0, {"error": f"{type(e).__name__}: {e}"}, 0.0
+        connection.close()
+        connection = http.client.HTTPConnection(server.host, server.port, timeout=3600)
       with lock:
         answers[i].append((status, body))
         latencies.append(seconds)

@@ -181,7 +181,7 @@ def test_bucket_rule_is_the_exporters():
 @pytest.mark.parametrize("xla", [False, True])
 def test_bucketed_batches_translate_as_each_sentence_alone(tiny_model_dir, xla):
   """Padding to the buckets changes no output: sentences of different lengths, batched by 4 and
-  padded to (4, 16) and (2, 32) or wider, give each sentence's beams decoded alone at its exact
+  padded to (4, 16) and (2, 32), give each sentence's beams decoded alone at its exact
   width (batch 1, no padding, no filler rows), ids equal and scores within float noise."""
   model_dir, _ = tiny_model_dir
   _, model, _ = model_dir_lib.restore_model(str(model_dir))
@@ -191,12 +191,12 @@ def test_bucketed_batches_translate_as_each_sentence_alone(tiny_model_dir, xla):
            "An old man with a long white beard sits on a bench near the water and reads a newspaper ."]
   sources = [vocab.encode(s) + [EOS_ID] for s in lines]
   lengths = sorted(len(s) for s in sources)
-  assert lengths[3] <= 16 < lengths[4]                         # two width buckets
+  assert lengths[3] <= 16 < lengths[4] <= lengths[5] <= 32    # two width buckets
   dh = DecodeHParams(beam_size=2, batch_size=4, extra_length=10, xla=xla)
   translator = Translator(model, vocab, dh)
-  assert translator.batch_sizes == (1, 2, 4)
+  assert translator.batch_sizes == (1, 2, 4) and translator.limit > 32
   assert translator.batch_shape(4, lengths[3]) == (4, 16)
-  assert translator.batch_shape(2, lengths[5]) == (2, 32 if lengths[5] <= 32 else 64)
+  assert translator.batch_shape(2, lengths[5]) == (2, 32)
   assert translator.batch_shape(3, 5) == (4, 16)                # a filler row
   bucketed = translator.translate_ids(sources + [None])
   assert translator.tracing_count == 2 and bucketed[-1] == []
