@@ -154,3 +154,59 @@ def test_xla_search_equals_graph_search(tiny_model_dir, beam_size):
   for graph_beams, xla_beams in zip(results[False], results[True]):
     assert [ids for ids, _ in graph_beams] == [ids for ids, _ in xla_beams]
     np.testing.assert_allclose([s for _, s in graph_beams], [s for _, s in xla_beams], atol=1e-4)
+
+
+def test_bucket_rule_is_the_exporters():
+  """One rule for the decoder, the server and the SavedModel: widths 16, 32, 64, ... capped at the
+  source limit; batches 1, 2, 4, ... 64, then multiples of 64 (the graph's TF version agrees)."""
+  import tensorflow as tf
+
+  from t2t_lite.decoding import buckets
+  from t2t_lite.export import saved_model
+  assert buckets.width_buckets(256) == (16, 32, 64, 128, 256) == saved_model.width_buckets(256)
+  assert [buckets.padded_width(n, 100) for n in (1, 16, 17, 64, 65, 100)] == [16, 16, 32, 64, 100, 100]
+  with pytest.raises(ValueError, match="longer than the limit"):
+    buckets.padded_width(101, 100)
+  assert [buckets.padded_batch_size(n) for n in (0, 1, 3, 4, 5, 33, 64, 65, 200)] == [
+      1, 1, 4, 4, 8, 64, 64, 128, 256]
+  graph = [int(saved_model.padded_batch(tf.constant(n))) for n in range(300)]
+  assert graph == [buckets.padded_batch_size(n) for n in range(300)]
+  assert buckets.batch_buckets(32) == (1, 2, 4, 8, 16, 32)
+  assert buckets.batch_buckets(12) == (1, 2, 4, 8, 12)
+  assert buckets.batch_buckets(100) == (1, 2, 4, 8, 16, 32, 64, 100)
+  assert buckets.batch_buckets(1) == (1,)
+  assert buckets.padded_size(3, (2, 8)) == 8 and buckets.padded_size(9, (2, 8)) == 9
+
+
+@pytest.mark.parametrize("xla", [False, True])
+def test_bucketed_batches_translate_as_each_sentence_alone(tiny_model_dir, xla):
+  """Padding to the buckets changes no output: sentences of different lengths, batched by 4 and
+  padded to (4, 16) and (2, 32), give each sentence's beams decoded alone at its exact
+  width (batch 1, no padding, no filler rows), ids equal and scores within float noise."""
+  model_dir, _ = tiny_model_dir
+  _, model, _ = model_dir_lib.restore_model(str(model_dir))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  lines = ["A dog .", "Two men talk .", "A woman in a red coat walks .", "Children play .",
+           "A man in a blue shirt and a woman in a red dress are walking their two dogs in the park .",
+           "An old man with a long white beard sits on a bench near the water and reads a newspaper ."]
+  sources = [vocab.encode(s) + [EOS_ID] for s in lines]
+  lengths = sorted(len(s) for s in sources)
+  assert lengths[3] <= 16 < lengths[4] <= lengths[5] <= 32    # two width buckets
+  dh = DecodeHParams(beam_size=2, batch_size=4, extra_length=10, xla=xla)
+  translator = Translator(model, vocab, dh)
+  assert translator.batch_sizes == (1, 2, 4) and translator.limit > 32
+  assert translator.batch_shape(4, lengths[3]) == (4, 16)
+  assert translator.batch_shape(2, lengths[5]) == (2, 32)
+  assert translator.batch_shape(3, 5) == (4, 16)                # a filler row
+  bucketed = translator.translate_ids(sources + [None])
+  assert translator.tracing_count == 2 and bucketed[-1] == []
+  alone = make_search_fn(model, dh, model.config.max_position)
+  for source, beams in zip(sources, bucketed):
+    ids, scores = alone(np.array([source], np.int32))
+    ids, scores = np.asarray(ids)[0], np.asarray(scores)[0]
+    assert [got for got, _ in beams] == [strip_ids(row) for row in ids], vocab.decode(source)
+    np.testing.assert_allclose([score for _, score in beams], scores, atol=1e-4)
+  # A batch of 3 (padded to 4 with a filler row) gives the same beams as in the batches above.
+  again = translator.translate_ids(sources[1:4])
+  for got, want in zip(again, bucketed[1:4]):
+    assert [ids for ids, _ in got] == [ids for ids, _ in want]

@@ -31,7 +31,8 @@ from t2t_lite.decoding import attention_pictures
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.serving import app as app_lib
 from t2t_lite.serving import backends, rest
-from t2t_lite.serving.batching import BatchingOptions, BatchQueue, OverloadedError, QueueClosedError
+from t2t_lite.serving.batching import (BatchingOptions, BatchQueue, OverloadedError, QueueClosedError,
+                                       WarmingUpError)
 
 DECODE = "beam_size=2,extra_length=20,xla=false"
 EXPORT_DECODE = "beam_size=2,extra_length=20"
@@ -316,8 +317,37 @@ def test_a_failing_batch_fails_its_requests_only():
   batcher.close()
 
 
+def test_queue_refuses_requests_until_the_warm_up_is_over():
+  gate, started = threading.Event(), threading.Event()
+
+  def warm_up():
+    started.set()
+    assert gate.wait(HANG_GUARD)
+
+  batcher = BatchQueue(lambda sentences: [s.upper() for s in sentences], warm_up=warm_up)
+  assert started.wait(HANG_GUARD)
+  with pytest.raises(WarmingUpError, match="warming up"):
+    batcher.submit(["a"])
+  assert batcher.queued == 0 and not batcher.ready.is_set()
+  gate.set()
+  assert batcher.ready.wait(HANG_GUARD)
+  assert [f.result(HANG_GUARD) for f in batcher.submit(["a", "b"])] == ["A", "B"]
+  batcher.close()
+
+  def failing():
+    raise RuntimeError("no memory for the warm-up")
+
+  batcher = BatchQueue(lambda sentences: sentences, warm_up=failing)   # serves anyway
+  assert batcher.ready.wait(HANG_GUARD)
+  assert batcher.warm_up_error == "RuntimeError: no memory for the warm-up"
+  assert [f.result(HANG_GUARD) for f in batcher.submit(["x"])] == ["x"]
+  batcher.close()
+  assert batcher.sentences == 1 and batcher.batches == 1
+
+
 def test_batching_options_check_their_values():
   assert BatchingOptions(max_batch_size=12).batch_sizes == (1, 2, 4, 8, 12)
+  assert BatchingOptions().batch_sizes == (1, 2, 4, 8, 16)   # the default, for a 2-core CPU
   assert BatchingOptions(max_batch_size=8, allowed_batch_sizes=(2, 8)).padded_size(3) == 8
   assert BatchingOptions(max_batch_size=8, max_enqueued_batches=3).capacity == 24
   for bad in ({"max_batch_size": 0}, {"batch_timeout_micros": -1}, {"max_enqueued_batches": 0},
@@ -354,6 +384,14 @@ def post(url, body, timeout=HANG_GUARD):
 def get(url):
   with urllib.request.urlopen(url, timeout=HANG_GUARD) as response:
     return json.loads(response.read())
+
+
+def get_status(url):
+  try:
+    with urllib.request.urlopen(url, timeout=HANG_GUARD) as response:
+      return response.status
+  except urllib.error.HTTPError as e:
+    return e.code
 
 
 def wait_for(condition, what):
@@ -401,16 +439,17 @@ def test_overload_gets_503_and_concurrent_requests_are_batched(backend):
 
 
 LOAD_CLIENTS = 16
-LOAD_SENTENCES = 400
+LOAD_POOL = 40          # distinct sentences: the shortest of the slice's first 100 test lines
+LOAD_SENTENCES = 120    # in requests of 1 to 4 sentences: about 3 requests per client
 
 
 def test_load_every_request_answered_once_with_its_own_translations(backend, multi30k_slice):
-  """16 concurrent clients, requests of 1 to 4 sentences: each answer matches its own sentences
-  (translations and scores: the tiny model gives many sentences the same text, their scores
-  still tell them apart), none lost or duplicated, the server healthy after. Speed is
-  scripts/bench_serve.py's business, not this test's."""
+  """16 concurrent clients, requests of 1 to 4 sentences: each answer matches its own sentences,
+  in order (translations and scores: the tiny model gives many sentences the same text, their
+  scores still tell them apart), none lost or duplicated (the server decoded each sentence
+  once), the server healthy after. Speed is scripts/bench_serve.py's business, not this test's."""
   lines = (multi30k_slice / "test_2016_flickr.en").read_text(encoding="utf-8").split("\n")
-  pool_ = [line for line in lines if line.strip()][:100]
+  pool_ = sorted([line for line in lines if line.strip()][:100], key=len)[:LOAD_POOL]
   expected = reference(backend, pool_)
   rng = np.random.default_rng(0)
   plans = [[] for _ in range(LOAD_CLIENTS)]   # per client, its requests' sentences
@@ -447,9 +486,76 @@ def test_load_every_request_answered_once_with_its_own_translations(backend, mul
   assert answered == total
   assert health["status"] == "ok" and health["requests_in_flight"] == 0
   assert health["queued_sentences"] == 0 and health["decoding_sentences"] == 0
+  assert health["sentences"] == total                     # each sentence decoded once
   # Mix-ups would show: the sentences' best scores differ from one another.
   best = sorted(scores[0] for _, scores in expected.values())
   assert np.min(np.diff(best)) > 0 or len(set(expected)) == 1
+
+
+class GatedWarmUp:
+  """A backend whose warm-up waits for `gate` (the real warm-up then runs), logging to `lines`."""
+
+  def __init__(self, backend):
+    self._backend = backend
+    self.warms_up = True
+    self.gate, self.started, self.lines = threading.Event(), threading.Event(), []
+
+  def warm_up(self):
+    self.started.set()
+    assert self.gate.wait(HANG_GUARD)
+    return self._backend.warm_up(log=self.lines.append)
+
+  def __getattr__(self, name):
+    return getattr(self._backend, name)
+
+
+def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir, backend):
+  """Until the warm-up is over: /health 503 "warming up", the model LOADING, predictions 503.
+  After it, requests within the warmed buckets (batch 1 or 2, up to 16 subwords) trace no new
+  search shape; a longer source does (width 32), so the count can tell."""
+  fresh = backends.ModelDirBackend(model_dir, DecodeHParams().parse(DECODE), (1, 2),
+                                   warmup_max_width=16)
+  assert fresh.warms_up and fresh.translator.tracing_count == 0
+  short = ["A man .", "Two dogs play .", "A woman reads a book ."]
+  long_ = "A man in a blue shirt and a woman in a red dress are walking their two dogs in the park ."
+  assert len(fresh.vocab.encode(long_)) + 1 > 16 >= max(len(fresh.vocab.encode(s)) + 1 for s in short)
+  expected = reference(backend, short + [long_])
+  gated = GatedWarmUp(fresh)
+  options = BatchingOptions(max_batch_size=2, batch_timeout_micros=0)
+  with app_lib.running(app_lib.create_app(gated, "ende", options, LIMITS)) as url:
+    predict_url = f"{url}/v1/models/ende:predict"
+    assert gated.started.wait(HANG_GUARD)
+    with pytest.raises(urllib.error.HTTPError) as warming:
+      get(f"{url}/health")
+    assert warming.value.code == 503 and json.loads(warming.value.read())["status"] == "warming up"
+    assert get(f"{url}/v1/models/ende")["model_version_status"][0]["state"] == "LOADING"
+    status, body = post(predict_url, {"instances": short[:1]})
+    assert status == 503 and "warming up" in body["error"]
+    gated.gate.set()
+    wait_for(lambda: get_status(f"{url}/health") == 200, "the end of the warm-up")
+    assert get(f"{url}/v1/models/ende")["model_version_status"][0]["state"] == "AVAILABLE"
+    assert len(gated.lines) == 3
+    assert gated.lines[0].startswith("warm-up 1/2: batch 1 x width 16 ready in ")
+    assert gated.lines[1].startswith("warm-up 2/2: batch 2 x width 16 ready in ")
+    assert gated.lines[-1].startswith("warm-up: 2 shapes in ")
+    assert fresh.translator.tracing_count == 2
+    for sentences in (short[:1], short[:2], short[1:]):        # batches of 1 and 2 (two requests)
+      status, body = post(predict_url, {"signature_name": "nbest", "instances": sentences})
+      assert status == 200
+      assert [p["translations"] for p in body["predictions"]] == [expected[s][0] for s in sentences]
+    assert fresh.translator.tracing_count == 2                 # no shape traced under requests
+    status, body = post(predict_url, {"signature_name": "nbest", "instances": [long_]})
+    assert status == 200 and body["predictions"][0]["translations"] == expected[long_][0]
+    assert fresh.translator.tracing_count == 3                 # width 32 was not warmed up
+
+
+def test_saved_model_warm_up_runs_each_bucket(exported):
+  saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=16)   # one compile
+  lines = []
+  assert saved.warm_up(lines.append) == [(2, 16)]
+  assert lines[0].startswith("warm-up 1/1: batch 2 x 15 words ready in ")
+  assert lines[1].startswith("warm-up: 1 shape in ")
+  assert not backends.SavedModelBackend(str(exported)).warms_up
 
 
 # --- The command: flags, and SIGTERM with requests in flight. -------------------------------------
@@ -462,6 +568,7 @@ def test_load_every_request_answered_once_with_its_own_translations(backend, mul
     (["--output_dir=MODEL", "--allowed_batch_sizes=a"], "comma-separated numbers"),
     (["--output_dir=MODEL", "--max_sentence_chars=0"], "max_sentence_chars must be >= 1"),
     (["--output_dir=MODEL", "--port=70000"], "--port must be in 0..65535"),
+    (["--output_dir=MODEL", "--warmup_max_width=-1"], "--warmup_max_width must be >= 0"),
     (["--output_dir=MODEL", "--model_name=a:b"], "--model_name"),
     (["--output_dir=MODEL", "--decode_hparams=beam_sise=2"], "beam_sise"),
     (["--output_dir=/nonexistent/model"], "/nonexistent/model"),
@@ -502,7 +609,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model_dir, backend):
   expected = reference(backend, sentences)
   process = subprocess.Popen(
       [sys.executable, "-c", GATED_SERVE, f"--output_dir={model_dir}", f"--decode_hparams={DECODE}",
-       "--port=0", "--model_name=ende", "--max_batch_size=1"],
+       "--port=0", "--model_name=ende", "--max_batch_size=1", "--warmup_max_width=16"],
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
       env=dict(os.environ, PYTHONUNBUFFERED="1"))
   lines = queue.Queue()
@@ -516,6 +623,8 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model_dir, backend):
 
   try:
     url = expect("serving on http://").split("serving on ")[1].strip().rstrip("/")
+    expect("warm-up: 1 shape in ")                       # the command's warm-up, logged
+    wait_for(lambda: get_status(f"{url}/health") == 200, "the server to be ready")
     with concurrent.futures.ThreadPoolExecutor(len(sentences)) as pool:
       futures = [pool.submit(post, f"{url}/v1/models/ende:predict", {"signature_name": "nbest",
                                                                      "instances": [s]})

@@ -9,13 +9,17 @@ r"""t2t-lite-serve: a translation server with TF Serving's REST API and a web pa
 Serves a model directory (the decoder's translations, the page's attention heatmap, parsing
 trees) or an exported SavedModel (its serving_default and nbest signatures; EXPORT_DIR or
 EXPORT_DIR/<version>). Open http://HOST:PORT/ for the page. Concurrent requests are decoded
-together (TF Serving's batching options below); SIGTERM finishes the requests in flight, then
-exits. See docs/serving.md.
+together (TF Serving's batching options below), padded to a few batch and width buckets whose
+search programs are compiled at start (--warmup_max_width; /health answers 503 until then);
+SIGTERM finishes the requests in flight, then exits. See docs/serving.md.
 """
 
 import sys
 
 from t2t_lite.bin import common
+from t2t_lite.serving.batching import BatchingOptions
+
+WARMUP_MAX_WIDTH = 64   # subwords: Multi30k's and most news sentences fit; longer ones compile later
 
 
 def build_parser():
@@ -37,15 +41,21 @@ def build_parser():
                  help="with --output_dir: a checkpoint prefix (default: the latest)")
   common.add_usr_dir_flag(p)
   batching = p.add_argument_group("batching (TF Serving's batching parameters)")
-  batching.add_argument("--max_batch_size", type=int, default=32,
+  batching.add_argument("--max_batch_size", type=int, default=BatchingOptions.max_batch_size,
                         help="the most sentences decoded together")
-  batching.add_argument("--batch_timeout_micros", type=int, default=5000,
+  batching.add_argument("--batch_timeout_micros", type=int,
+                        default=BatchingOptions.batch_timeout_micros,
                         help="how long a batch that is not full waits for more sentences")
-  batching.add_argument("--max_enqueued_batches", type=int, default=16,
+  batching.add_argument("--max_enqueued_batches", type=int,
+                        default=BatchingOptions.max_enqueued_batches,
                         help="queue length in full batches; a request beyond it gets 503")
   batching.add_argument("--allowed_batch_sizes", default="",
                         help="comma-separated sizes batches are padded to, ending with "
                              "max_batch_size (default: 1, 2, 4, ... max_batch_size)")
+  batching.add_argument("--warmup_max_width", type=int, default=WARMUP_MAX_WIDTH,
+                        help="at start, before taking requests, compile the search for every batch "
+                             "size at each source-width bucket (16, 32, 64, ...) up to this many "
+                             "subwords; 0: no warm-up (each shape compiles on first use)")
   limits = p.add_argument_group("request limits (over them: 413)")
   limits.add_argument("--max_body_bytes", type=int, default=1 << 20, help="request body size")
   limits.add_argument("--max_sentences_per_request", type=int, default=256,
@@ -71,6 +81,9 @@ def main(argv=None):
   with common.usage_errors():
     if not 0 <= args.port <= 65535:
       raise common.UsageError(f"--port must be in 0..65535, got {args.port}")
+    if args.warmup_max_width < 0:
+      raise common.UsageError(f"--warmup_max_width must be >= 0 (0: no warm-up), got "
+                              f"{args.warmup_max_width}")
     if not args.model_name or "/" in args.model_name or ":" in args.model_name:
       raise common.UsageError(f"--model_name must be non-empty without '/' or ':', got {args.model_name!r}")
     options = batching.BatchingOptions(args.max_batch_size, args.batch_timeout_micros,
@@ -91,9 +104,10 @@ def main(argv=None):
   try:
     if args.output_dir:
       backend = backends.ModelDirBackend(args.output_dir, decode_hparams, options.batch_sizes,
-                                         args.checkpoint_path)
+                                         args.checkpoint_path, args.warmup_max_width)
     else:
-      backend = backends.SavedModelBackend(args.export_dir)
+      backend = backends.SavedModelBackend(args.export_dir, options.batch_sizes,
+                                           args.warmup_max_width)
   except (ValueError, FileNotFoundError) as e:   # ModelDirError and BackendError are ValueErrors
     print(f"error: {e}", file=sys.stderr)
     sock.close()

@@ -25,11 +25,11 @@ from keras import ops
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
-from t2t_lite.decoding import sampling
+from t2t_lite.decoding import buckets, sampling
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
-WIDTH_STEP = 8
+WIDTH_STEP = 8   # teacher-forced scoring's width step (scoring.py); the search uses `buckets`
 
 
 def make_search_fn(model, decode_hparams, max_position, constraint=None):
@@ -145,8 +145,9 @@ def encode_sources(vocab, lines, limit, warn=print):
 class Translator:
   """Translates lists of sentences with `model` and `vocab` under `decode_hparams`.
 
-  Lines are sorted by length, batched (`decode_hparams.batch_size` sentences), padded once and
-  encoded once per batch, then put back in input order.
+  Lines are sorted by length, batched (`decode_hparams.batch_size` sentences), padded once to a
+  bucket of `t2t_lite.decoding.buckets` (source width and batch size) and encoded once per
+  batch, then put back in input order.
 
   Args:
     model: a `Transformer` (outputs stop at its `config.max_position`).
@@ -155,41 +156,71 @@ class Translator:
     warn: called with each input-policy warning (default: print to stderr).
     constraint: optional, a source-dependent decoding constraint (see `make_search_fn`), e.g.
       a parsing problem's `decode_constraint(vocab)`.
+    batch_sizes: the padded batch sizes, increasing (a server's `allowed_batch_sizes`); the
+      largest is the most sentences per batch. Default: `buckets.batch_buckets(batch_size)`.
   """
 
   def __init__(self, model: keras.Model, vocab, decode_hparams: DecodeHParams,
-               warn: Callable[[str], None] | None = None, constraint=None):
+               warn: Callable[[str], None] | None = None, constraint=None,
+               batch_sizes: tuple[int, ...] | None = None):
     self.model = model
     self.vocab = vocab
     self.decode_hparams = decode_hparams
     self.constraint = constraint
     max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
+    self.batch_sizes = tuple(batch_sizes or buckets.batch_buckets(decode_hparams.batch_size))
+    if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or self.batch_sizes[0] < 1:
+      raise ValueError(f"batch_sizes must increase from >= 1, got {list(self.batch_sizes)}")
     self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
-    # Static shapes: one trace per (batch, padded width); widths are rounded up to a multiple of
-    # WIDTH_STEP and batches padded to batch_size, so a file needs only a few traces.
+    # Static shapes: one trace per (padded batch, padded width), both from a few buckets.
     # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
 
+  @property
+  def tracing_count(self) -> int:
+    """How many (batch, width) shapes the search has been traced (and compiled) for so far."""
+    return self._search.experimental_get_tracing_count()
+
+  def batch_shape(self, sentences: int, longest: int) -> tuple[int, int]:
+    """The (rows, width) a batch of `sentences` sources, the longest of `longest` subwords
+    (EOS included), is padded to."""
+    return (buckets.padded_size(sentences, self.batch_sizes),
+            buckets.padded_width(longest, self.limit))
+
+  def _run(self, rows: int, width: int, sources: list[list[int]]):
+    """The search over `sources` padded to [rows, width]: (ids, scores) numpy, one row each."""
+    batch = np.full((rows, width), PAD_ID, np.int32)
+    batch[len(sources):, 0] = EOS_ID  # filler rows up to the padded batch; results dropped
+    for row, source in enumerate(sources):
+      batch[row, :len(source)] = source
+    ids, scores = self._search(tf.constant(batch))
+    return ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
+
   def translate_ids(self, sources: list[list[int] | None]) -> list[list[tuple[list[int], float]]]:
     """`sources`: list of id lists (or None). Returns per line a list of (ids, score) beams."""
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     results = [[] for _ in sources]
-    size = self.decode_hparams.batch_size
+    size = self.batch_sizes[-1]
     for start in range(0, len(order), size):
       chunk = order[start:start + size]
-      width = -(-max(len(sources[i]) for i in chunk) // WIDTH_STEP) * WIDTH_STEP
-      batch = np.full((size if len(order) > size else len(chunk), width), PAD_ID, np.int32)
-      batch[len(chunk):, 0] = EOS_ID  # filler rows of a short last batch; results dropped
-      for row, i in enumerate(chunk):
-        batch[row, :len(sources[i])] = sources[i]
-      ids, scores = self._search(tf.constant(batch))
-      ids, scores = ids.numpy(), scores.numpy()
+      rows, width = self.batch_shape(len(chunk), max(len(sources[i]) for i in chunk))
+      ids, scores = self._run(rows, width, [sources[i] for i in chunk])
       for row, i in enumerate(chunk):
         results[i] = [(strip_ids(ids[row, b]), float(scores[row, b])) for b in range(ids.shape[1])]
     return results
+
+  def warm_up(self, max_width: int, log: Callable[[str], None] = print) -> list[tuple[int, int]]:
+    """Traces (and with XLA compiles) the search for every padded batch size and every width
+    bucket up to `max_width` (capped at the source limit), logging each; returns the shapes.
+
+    Each runs once on filler sources (EOS only), so later batches of those shapes start at once.
+    """
+    widths = [w for w in buckets.width_buckets(self.limit) if w <= max_width]
+    return buckets.warm_up(self.batch_sizes, widths, lambda rows, width: self._run(rows, width, []),
+                           log)
 
   def translate_beams(self, lines: list[str]) -> list[list[tuple[str, float]]]:
     """Every line's hypotheses as (text, score), best first: `num_beams` of them; none for an
@@ -209,11 +240,14 @@ class Translator:
 
 
 def load_translator(output_dir: str, decode_hparams: DecodeHParams,
-                    checkpoint_path: str | None = None) -> tuple[Translator, str]:
+                    checkpoint_path: str | None = None,
+                    batch_sizes: tuple[int, ...] | None = None) -> tuple[Translator, str]:
   """A Translator of the model in `output_dir` (latest checkpoint, or `checkpoint_path`), its
   vocabulary and its problem's decoding constraint (unless `decode_hparams.constrained` is
-  false). Returns (translator, checkpoint path)."""
+  false), padding batches to `batch_sizes` (see `Translator`). Returns (translator, checkpoint
+  path)."""
   _, model, path = model_dir.restore_model(output_dir, checkpoint_path)
   vocab = model_dir.load_vocab(output_dir)
   constraint = model_dir.decode_constraint(output_dir, vocab, decode_hparams)
-  return Translator(model, vocab, decode_hparams, constraint=constraint), path
+  return Translator(model, vocab, decode_hparams, constraint=constraint,
+                    batch_sizes=batch_sizes), path

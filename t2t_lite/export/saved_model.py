@@ -17,10 +17,11 @@ Speed in a default process (no environment variables, nothing of t2t_lite import
 runs as one XLA program (`jit_compile`, as `t2t-lite-decoder` runs it; decode hparam
 `xla=false` keeps the plain graph), not as a graph `while` loop whose small per-step ops the
 executor schedules one by one. XLA compiles one program per input shape, so the graph pads each
-request to a few shapes: the source width up to the next of WIDTH_BUCKETS (capped at the source
-limit) and the batch up to the next power of two (multiples of BATCH_STEP above it). Padding
-does not change a sentence's output: each sentence stops at its own length limit, filler rows
-are dropped, and padded positions are masked. The first request of each shape pays the compile.
+request to the buckets the decoder and the server use (`t2t_lite.decoding.buckets`): the source
+width up to the next of WIDTH_BUCKETS (capped at the source limit) and the batch up to the next
+power of two (multiples of BATCH_STEP above it). Padding does not change a sentence's output:
+each sentence stops at its own length limit, filler rows are dropped, and padded positions are
+masked. The first request of each shape pays the compile.
 
 The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
@@ -35,23 +36,18 @@ import tensorflow as tf
 
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
+from t2t_lite.decoding.buckets import BATCH_STEP, width_buckets
 from t2t_lite.decoding.translator import make_search_fn, source_limit
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
 DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
-WIDTH_BUCKETS = (16, 32, 64, 128, 256, 512, 1024)  # padded source widths (subwords with EOS)
-BATCH_STEP = 64  # batches pad to a power of two up to this, then to a multiple of it
-
-
-def width_buckets(limit):
-  """The padded source widths for a source limit: WIDTH_BUCKETS below it, then the limit."""
-  return tuple(w for w in WIDTH_BUCKETS if w < limit) + (limit,)
 
 
 def padded_batch(n):
-  """The batch size a request of n sentences is padded to (int32 tensor or int)."""
+  """The batch size a request of n sentences is padded to, in the graph (int32 tensor or int):
+  `buckets.padded_batch_size` with TensorFlow ops."""
   n = tf.maximum(tf.cast(n, tf.int32), 1)
   power = tf.cast(2 ** tf.math.ceil(tf.math.log(tf.cast(n, tf.float32)) / tf.math.log(2.0)), tf.int32)
   power = tf.maximum(power, n)  # float rounding: never below n

@@ -1,7 +1,8 @@
 """The server: TF Serving's REST API over a batching queue, a health endpoint, and the web page.
 
     GET  /                                       the page (static HTML/JS/CSS, no CDN)
-    GET  /health                                 {"status": "ok", queue figures}; 503 when stopping
+    GET  /health                                 {"status": "ok", queue figures}; 503 while warming
+                                                 up or stopping
     GET  /v1/models/<name>[/versions/<v>]         TF Serving's model status
     GET  /v1/models/<name>[/versions/<v>]/metadata   TF Serving's metadata (the signature defs)
     POST /v1/models/<name>[/versions/<v>]:predict   TF Serving's predict (see `rest`)
@@ -10,9 +11,14 @@
     POST /api/tree       {"source", "output"}    a parsing model's output as a tree
 
 Every error is `{"error": "..."}` with its status: 400/404/405/413 for a bad request (the
-server goes on serving), 503 when the queue is full or the server is stopping, 500 if decoding
-itself fails. `serve` runs the app under uvicorn, which on SIGTERM (or Ctrl-C) stops accepting
-connections, finishes the requests in flight, and then the queue is drained and closed.
+server goes on serving), 503 when the queue is full, the model is still warming up or the
+server is stopping, 500 if decoding itself fails. A backend that `warms_up` compiles its search
+shapes on the batching thread at start (logged on stderr); until then /health answers 503
+`"warming up"`, the model status `LOADING` (TF Serving's state), and predictions 503.
+
+`serve` runs the app under uvicorn, which on SIGTERM (or Ctrl-C) stops accepting connections,
+finishes the requests in flight, and then the queue is drained and closed (after the warm-up,
+if it is still running).
 """
 
 import asyncio
@@ -34,7 +40,8 @@ from starlette.staticfiles import StaticFiles
 
 from t2t_lite.serving import rest
 from t2t_lite.serving.backends import BackendError, UnsupportedError
-from t2t_lite.serving.batching import BatchingOptions, BatchQueue, OverloadedError, QueueClosedError
+from t2t_lite.serving.batching import (BatchingOptions, BatchQueue, OverloadedError, QueueClosedError,
+                                       WarmingUpError)
 
 STATIC_DIR = pathlib.Path(__file__).resolve().parent / "static"
 
@@ -79,7 +86,16 @@ def create_app(backend, model_name: str = "default", options: BatchingOptions | 
 
   @contextlib.asynccontextmanager
   async def lifespan(app):
-    state.queue = BatchQueue(backend.decode, options)
+    def warm_up():
+      try:
+        backend.warm_up()
+      except Exception as e:
+        print(f"warm-up failed ({type(e).__name__}: {e}); serving anyway, each shape compiles on "
+              "first use", file=sys.stderr, flush=True)
+        raise
+
+    state.queue = BatchQueue(backend.decode, options,
+                             warm_up=warm_up if getattr(backend, "warms_up", False) else None)
     app.state.serving = state
     try:
       yield
@@ -122,16 +138,22 @@ def create_app(backend, model_name: str = "default", options: BatchingOptions | 
     check_model(match.group(1), match.group(2))
     if match.group(3):
       return JSONResponse(rest.model_metadata(model_name, backend.version, backend.signature_defs()))
-    return JSONResponse(rest.model_status(backend.version))
+    ready = state.queue is not None and state.queue.ready.is_set()
+    return JSONResponse(rest.model_status(backend.version, "AVAILABLE" if ready else "LOADING"))
 
   async def health(request: Request):
     queue = state.queue
-    body = {"status": "shutting down" if state.closing else "ok", "model": model_name,
+    warming = queue is None or not queue.ready.is_set()
+    status = "shutting down" if state.closing else "warming up" if warming else "ok"
+    body = {"status": status, "model": model_name,
             "version": backend.version, "requests_in_flight": state.requests_in_flight,
             "queued_sentences": queue.queued if queue else 0,
             "decoding_sentences": queue.decoding if queue else 0,
-            "batches": queue.batches if queue else 0}
-    return JSONResponse(body, status_code=503 if state.closing else 200)
+            "batches": queue.batches if queue else 0,
+            "sentences": queue.sentences if queue else 0}
+    if queue is not None and queue.warm_up_error:
+      body["warm_up_error"] = queue.warm_up_error
+    return JSONResponse(body, status_code=200 if status == "ok" else 503)
 
   async def info(request: Request):
     return JSONResponse({"model_name": model_name, "version": backend.version, **backend.describe(),
@@ -190,7 +212,8 @@ def create_app(backend, model_name: str = "default", options: BatchingOptions | 
             Mount("/static", StaticFiles(directory=STATIC_DIR), name="static")]
   handlers = {rest.RequestError: request_error, HTTPException: http_error,
               UnsupportedError: unsupported, BackendError: backend_error,
-              OverloadedError: unavailable, QueueClosedError: unavailable, Exception: internal}
+              OverloadedError: unavailable, QueueClosedError: unavailable,
+              WarmingUpError: unavailable, Exception: internal}
   return Starlette(routes=routes, lifespan=lifespan, exception_handlers=handlers)
 
 

@@ -6,11 +6,16 @@ signature's outputs; the first is `serving_default`'s. An empty (or all-whitespa
 beams of ("", 0.0), as the SavedModel gives it.
 
 - `ModelDirBackend` translates with the project's `Translator` (what `t2t-lite-decoder` runs),
-  pads each batch to one of the allowed batch sizes (so the search is traced for a few shapes
-  only), and gives the web page what the SavedModel cannot: the encoder-decoder attention of a
-  translation, and the tree of a parsing model's output.
+  which pads each batch to one of the allowed batch sizes and one of the width buckets (so the
+  search is compiled for a few shapes only), and gives the web page what the SavedModel cannot:
+  the encoder-decoder attention of a translation, and the tree of a parsing model's output.
 - `SavedModelBackend` runs the `nbest` signature of a SavedModel written by `t2t-lite-exporter`
-  (loading needs tensorflow and tensorflow-text, as TF Serving would).
+  (loading needs tensorflow and tensorflow-text, as TF Serving would); its graph pads to the same
+  buckets.
+
+Both can warm up (`warm_up`, before the server takes requests): run each batch bucket at each
+width bucket up to `warmup_max_width` once, so that XLA compiles those programs at start and not
+under the first requests' load.
 """
 
 import json
@@ -23,10 +28,10 @@ import numpy as np
 
 from t2t_lite import model_dir
 from t2t_lite.decoding import attention_pictures
+from t2t_lite.decoding import buckets
 from t2t_lite.decoding.translator import encode_sources, load_translator
 from t2t_lite.export.saved_model import DECODE_HPARAMS_FILE
 from t2t_lite.hparams import DecodeHParams
-from t2t_lite.token_ids import EOS_ID
 
 SIGNATURES = ("serving_default", "nbest")
 INPUT_NAME = "text"
@@ -64,21 +69,24 @@ class ModelDirBackend:
   Args:
     output_dir: the trainer's (or importer's) model directory.
     decode_hparams: the decode settings (beam size, alpha, extra length, ...).
-    batch_sizes: the padded batch sizes (`BatchingOptions.batch_sizes`): a batch of n sentences
-      is decoded as the smallest size >= n, filled with one-token sources whose results are
-      dropped.
+    batch_sizes: the padded batch sizes (`BatchingOptions.batch_sizes`): the Translator decodes
+      a batch of n sentences as the smallest size >= n, filled with one-token sources whose
+      results are dropped.
     checkpoint_path: default: the latest checkpoint.
+    warmup_max_width: `warm_up` compiles every batch size at each width bucket up to this
+      (sources of up to this many subwords); 0: no warm-up.
   """
 
   kind = "model_dir"
 
   def __init__(self, output_dir: str, decode_hparams: DecodeHParams, batch_sizes=(1,),
-               checkpoint_path: str | None = None):
+               checkpoint_path: str | None = None, warmup_max_width: int = 0):
     self.batch_sizes = tuple(batch_sizes)
-    self.decode_hparams = decode_hparams
-    # Translator batches by decode_hparams.batch_size: the largest padded size is one batch.
+    self.warmup_max_width = warmup_max_width
+    # The largest padded size is one batch: decode_hparams.batch_size says so to the page.
+    self.decode_hparams = decode_hparams.replace(batch_size=max(self.batch_sizes))
     self.translator, self.checkpoint_path = load_translator(
-        output_dir, decode_hparams.replace(batch_size=max(self.batch_sizes)), checkpoint_path)
+        output_dir, self.decode_hparams, checkpoint_path, self.batch_sizes)
     self.translator.warn = lambda message: print(message, file=sys.stderr, flush=True)
     self.vocab = self.translator.vocab
     self.num_beams = num_beams(decode_hparams)
@@ -92,16 +100,24 @@ class ModelDirBackend:
   def signature_defs(self):
     return _signature_defs(self.num_beams)
 
+  @property
+  def warms_up(self) -> bool:
+    return self.warmup_max_width > 0
+
+  def warm_up(self, log=lambda message: print(message, file=sys.stderr, flush=True)):
+    """Compiles the search for every batch size at each width bucket up to warmup_max_width
+    (logged); returns the (batch, width) shapes."""
+    with self.lock:
+      return self.translator.warm_up(self.warmup_max_width, log)
+
   def decode(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
     sources = encode_sources(self.vocab, sentences, self.translator.limit, self.translator.warn)
     filled = [i for i, source in enumerate(sources) if source]
     results = [[("", 0.0)] * self.num_beams for _ in sentences]
     if not filled:
       return results
-    padded = next((size for size in self.batch_sizes if size >= len(filled)), len(filled))
-    batch = [sources[i] for i in filled] + [[EOS_ID]] * (padded - len(filled))
-    with self.lock:
-      beams = self.translator.translate_ids(batch)
+    with self.lock:   # the Translator pads the batch to self.batch_sizes and the width buckets
+      beams = self.translator.translate_ids([sources[i] for i in filled])
     for i, line_beams in zip(filled, beams):
       results[i] = [(self.vocab.decode(ids), score) for ids, score in line_beams]
     return results
@@ -167,12 +183,16 @@ class SavedModelBackend:
 
   Args:
     export_dir: EXPORT_DIR/<version>, or EXPORT_DIR (its highest version is served).
+    batch_sizes, warmup_max_width: what `warm_up` runs (see `ModelDirBackend`); the graph pads
+      a batch to `buckets.padded_batch_size` itself.
   """
 
   kind = "saved_model"
   parsing = False
 
-  def __init__(self, export_dir: str):
+  def __init__(self, export_dir: str, batch_sizes=(1,), warmup_max_width: int = 0):
+    self.batch_sizes = tuple(batch_sizes)
+    self.warmup_max_width = warmup_max_width
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  registers the SentencePiece ops of the graph
     self.path = latest_version(export_dir)
@@ -199,6 +219,20 @@ class SavedModelBackend:
       proto.ParseFromString(f.read())
     return {name: _message_to_dict(signature)
             for name, signature in sorted(proto.meta_graphs[0].signature_def.items())}
+
+  @property
+  def warms_up(self) -> bool:
+    return self.warmup_max_width > 0
+
+  def warm_up(self, log=lambda message: print(message, file=sys.stderr, flush=True)):
+    """Runs the `nbest` signature once per batch size and width bucket up to warmup_max_width,
+    with sentences of `width - 1` words "a" (one subword each with an English vocabulary, so
+    they fill that bucket; the graph's tokenizer is not reachable from here to make sure).
+    Returns the (batch, width) shapes."""
+    widths = [w for w in buckets.WIDTH_BUCKETS if w <= self.warmup_max_width]
+    return buckets.warm_up(self.batch_sizes, widths,
+                           lambda rows, width: self.decode([" ".join(["a"] * (width - 1))] * rows),
+                           log, lambda rows, width: f"batch {rows} x {width - 1} words")
 
   def decode(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
     out = self._nbest(text=self._tf.constant(sentences, self._tf.string))

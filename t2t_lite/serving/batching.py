@@ -9,7 +9,19 @@ TF Serving's batching options, with their names and meanings (TF Serving's
 - `max_enqueued_batches`: the queue holds at most this many full batches of waiting sentences;
   a request that does not fit is refused at once (`OverloadedError`, HTTP 503), never left to hang;
 - `allowed_batch_sizes`: batches are padded up to the next of these sizes (the backend's job), so
-  the search graph is traced for a few batch shapes only.
+  the search graph is traced for a few batch shapes only; by default the decoder's and the
+  SavedModel's batch buckets (`t2t_lite.decoding.buckets`: 1, 2, 4, ... up to max_batch_size).
+
+The defaults are meant for a small CPU (2 cores): on it one sentence alone costs mostly the
+search's fixed per-step work, which a batch shares, and a batch of 16 sentences (64 hypotheses
+at beam 4) is enough to share it while a batch's latency (it waits for its slowest sentence) and
+the warm-up (one compiled program per batch bucket and width bucket) stay small; 16 concurrent
+one-sentence clients fill it. The timeout is short against a decode: a batch that waited longer
+would mostly add latency. `scripts/bench_serve.py` measures them against one client.
+
+A backend may warm up first (`warm_up`: compile the search for its shapes): the worker runs it
+before the first batch, and `ready` is set when it is done; requests meanwhile are refused with
+`WarmingUpError` (HTTP 503), never left hanging.
 
 One worker thread decodes (TensorFlow runs its ops on all cores already); the event loop only
 waits on futures. A request's sentences are queued together and in order, so a request is never
@@ -23,6 +35,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+from t2t_lite.decoding import buckets
+
 
 class OverloadedError(Exception):
   """The queue is full: the request is refused (HTTP 503)."""
@@ -32,10 +46,14 @@ class QueueClosedError(Exception):
   """The server is shutting down and takes no new requests (HTTP 503)."""
 
 
+class WarmingUpError(Exception):
+  """The backend is still compiling its search shapes at start (HTTP 503)."""
+
+
 @dataclasses.dataclass(frozen=True)
 class BatchingOptions:
   """TF Serving's batching parameters (see the module docstring)."""
-  max_batch_size: int = 32
+  max_batch_size: int = 16
   batch_timeout_micros: int = 5000
   max_enqueued_batches: int = 16
   allowed_batch_sizes: tuple[int, ...] = ()   # empty: powers of two up to max_batch_size
@@ -54,18 +72,13 @@ class BatchingOptions:
 
   @property
   def batch_sizes(self) -> tuple[int, ...]:
-    """The padded batch sizes: `allowed_batch_sizes`, or 1, 2, 4, ... up to max_batch_size."""
-    if self.allowed_batch_sizes:
-      return tuple(self.allowed_batch_sizes)
-    sizes, size = [], 1
-    while size < self.max_batch_size:
-      sizes.append(size)
-      size *= 2
-    return tuple(sizes + [self.max_batch_size])
+    """The padded batch sizes: `allowed_batch_sizes`, or the decoder's batch buckets up to
+    max_batch_size (1, 2, 4, ..., max_batch_size)."""
+    return tuple(self.allowed_batch_sizes) or buckets.batch_buckets(self.max_batch_size)
 
   def padded_size(self, n: int) -> int:
     """The smallest batch size >= n."""
-    return next(size for size in self.batch_sizes if size >= n)
+    return buckets.padded_size(n, self.batch_sizes)
 
   @property
   def capacity(self) -> int:
@@ -82,11 +95,20 @@ class BatchQueue:
       futures of that batch only.
     options: `BatchingOptions`.
     clock: seconds, monotonic (for the batch timeout).
+    warm_up: optional, called once on the worker thread before the first batch (`submit`
+      raises `WarmingUpError` until it returns); if it raises, the error is reported through
+      `warm_up_error` and the queue serves anyway (shapes then compile on first use).
   """
 
   def __init__(self, decode: Callable[[list], list], options: BatchingOptions | None = None,
-               clock: Callable[[], float] = time.monotonic):
+               clock: Callable[[], float] = time.monotonic,
+               warm_up: Callable[[], object] | None = None):
     self._decode = decode
+    self._warm_up = warm_up
+    self.ready = threading.Event()       # set once the warm-up is over (at once without one)
+    self.warm_up_error = None
+    if warm_up is None:
+      self.ready.set()
     self.options = options or BatchingOptions()
     self._clock = clock
     self._items = collections.deque()    # (sentence, future, enqueue time)
@@ -94,6 +116,7 @@ class BatchQueue:
     self._closed = False
     self.decoding = 0                    # sentences in the batch being decoded now
     self.batches = 0                     # batches decoded so far
+    self.sentences = 0                   # sentences decoded so far (filler rows not counted)
     self._worker = threading.Thread(target=self._run, name="t2t-lite-batcher", daemon=True)
     self._worker.start()
 
@@ -107,11 +130,15 @@ class BatchQueue:
     Raises:
       OverloadedError: they do not fit in the queue (nothing is queued).
       QueueClosedError: `close` was called.
+      WarmingUpError: the warm-up is not over.
     """
     futures = [concurrent.futures.Future() for _ in sentences]
     with self._condition:
       if self._closed:
         raise QueueClosedError("the server is shutting down and takes no new requests")
+      if not self.ready.is_set():
+        raise WarmingUpError("the model is warming up (compiling its search for the batch and "
+                             "width buckets it serves); retry when GET /health answers 200")
       if len(self._items) + len(sentences) > self.options.capacity:
         raise OverloadedError(
             f"the server is overloaded: {len(self._items)} sentences are waiting, the queue holds "
@@ -150,6 +177,13 @@ class BatchQueue:
       return batch
 
   def _run(self):
+    if self._warm_up is not None:
+      try:
+        self._warm_up()
+      except Exception as e:  # noqa: BLE001  reported; serving goes on without a warm-up
+        self.warm_up_error = f"{type(e).__name__}: {e}"
+      finally:
+        self.ready.set()
     while True:
       batch = self._next_batch()
       if batch is None:
@@ -165,6 +199,7 @@ class BatchQueue:
       else:
         for (_, future), result in zip(live, results):
           future.set_result(result)
+        self.sentences += len(live)
       finally:
         with self._condition:
           self.decoding = 0

@@ -165,9 +165,9 @@ def predict_response(request: PredictRequest, beams: list) -> dict:
   return {"predictions": [{"translations": t, "scores": s} for t, s in zip(translations, scores)]}
 
 
-def model_status(version: str) -> dict:
-  """GetModelStatusResponse's JSON: one version, available."""
-  return {"model_version_status": [{"version": version, "state": "AVAILABLE",
+def model_status(version: str, state: str = "AVAILABLE") -> dict:
+  """GetModelStatusResponse's JSON: one version, AVAILABLE (or LOADING while it warms up)."""
+  return {"model_version_status": [{"version": version, "state": state,
                                     "status": {"error_code": "OK", "error_message": ""}}]}
 
 

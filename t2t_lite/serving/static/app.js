@@ -25,7 +25,23 @@ async function loadInfo() {
   if (dh.beam_size !== undefined) parts.push(`beam ${dh.beam_size}, alpha ${dh.alpha}`);
   $("model-info").textContent = parts.join(" \u00b7 ");
   if (info.parsing) $("output-heading").textContent = "linearized tree";
+  await waitUntilWarm();
   document.body.dataset.ready = "true";
+}
+
+// At start the server compiles its search shapes (warm-up): /health answers 503 until then.
+async function waitUntilWarm() {
+  for (;;) {
+    const response = await fetch("/health").catch(() => null);
+    if (response && response.ok) {
+      $("status").textContent = "";
+      return;
+    }
+    const data = response ? await response.json().catch(() => ({})) : {};
+    $("status").textContent = data.status === "warming up"
+      ? "the model is warming up (compiling its search)\u2026" : "waiting for the server\u2026";
+    await new Promise((resolve) => setTimeout(resolve, 1000));
+  }
 }
 
 function formatScore(score) {
