@@ -94,3 +94,32 @@ def test_ema_equals_numpy_on_every_replica_of_2_logical_devices(tmp_path):
 def test_the_decay_is_checked():
   with pytest.raises(ValueError, match="weight_ema_decay must be in"):
     get_hparams("transformer_tiny", "weight_ema_decay=1.0")
+
+
+def test_keras_fit_ends_with_the_moving_average_of_weight_ema_decay():
+  """Keras' fit with weight_ema_decay: Keras' own average (it starts at the weights after the
+  first update), which replaces the weights when fit ends."""
+  import keras  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training import keras_fit  # pylint: disable=import-outside-toplevel
+  hparams = get_hparams("transformer_tiny", MICRO).replace(weight_ema_decay=DECAY)
+  train_loop.seed_initialization(hparams.seed)
+  model = model_dir.build_model(hparams, 32)
+  keras_fit.compile_model(model, hparams, jit_compile=False)
+  variables = {n: v for n, v in model_dir.checkpointable(model).items() if v.trainable}
+  weights = []
+
+  class Record(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+      weights.append({n: v.numpy() for n, v in variables.items()})
+
+  rng = np.random.default_rng(0)
+  features = {"inputs": rng.integers(2, 30, (12, 7)).astype("int32"),
+              "targets": rng.integers(2, 30, (12, 9)).astype("int32")}
+  model.fit(features, features["targets"], batch_size=4, epochs=1, shuffle=False, verbose=0,
+            callbacks=[Record()])
+  assert len(weights) == 3
+  expected = numpy_ema(weights)
+  for name, variable in variables.items():
+    np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
+  assert not np.allclose(weights[-1]["shared_embedding/embeddings"],
+                         variables["shared_embedding/embeddings"].numpy(), atol=1e-6)
