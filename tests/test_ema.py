@@ -123,3 +123,30 @@ def test_keras_fit_ends_with_the_moving_average_of_weight_ema_decay():
     np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
   assert not np.allclose(weights[-1]["shared_embedding/embeddings"],
                          variables["shared_embedding/embeddings"].numpy(), atol=1e-6)
+
+
+def test_an_update_that_loss_scaling_skips_leaves_the_average_alone(tmp_path):
+  """mixed_float16: an update whose scaled gradients overflow is skipped by the optimizer (the
+  step does not count, the weights stay); the average must not move towards them either."""
+  hparams = get_hparams("transformer_tiny", MICRO).replace(weight_ema_decay=DECAY,
+                                                           mixed_precision="mixed_float16")
+  try:
+    trainer = train_loop.Trainer(hparams, 32, str(tmp_path / "mixed"))
+    rng = np.random.default_rng(0)
+    batch = {"inputs": rng.integers(2, 30, (4, 7)).astype("int32"),
+             "targets": rng.integers(2, 30, (4, 9)).astype("int32")}
+    trainer.optimizer.dynamic_scale.assign(1.0)  # no overflow: a real update
+    trainer.train_step(batch)
+    assert trainer.step == 1
+    averages = {n: a.numpy() for n, a in trainer.ema.items()}
+    variables = model_dir.checkpointable(trainer.model)
+    weights = {n: variables[n].numpy() for n in trainer.ema}
+    assert not np.allclose(averages["shared_embedding/embeddings"], weights["shared_embedding/embeddings"])
+    trainer.optimizer.dynamic_scale.assign(1e30)  # float16 gradients overflow: a skipped update
+    trainer.train_step(batch)
+    assert trainer.step == 1 and float(trainer.optimizer.dynamic_scale.numpy()) == pytest.approx(5e29)
+    for name, average in trainer.ema.items():
+      np.testing.assert_array_equal(variables[name].numpy(), weights[name], err_msg=name)
+      np.testing.assert_array_equal(average.numpy(), averages[name], err_msg=name)
+  finally:
+    model_dir.set_precision_policy(hparams.replace(mixed_precision="float32"))

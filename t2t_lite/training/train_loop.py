@@ -277,6 +277,10 @@ class Trainer:
       grads = [g * tf.cast(factor, g.dtype) for g in grads]
     self.optimizer.apply(grads, self.model.trainable_variables)
     decay = self.hparams.weight_ema_decay
+    if self._ema_pairs and isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+      # It skips an update whose scaled gradients overflowed (and only lowers the loss scale):
+      # the average skips it too, by its own test, rather than moving towards unchanged weights.
+      decay = tf.where(self.optimizer.check_finite(grads), decay, 1.0)
     for average, variable in self._ema_pairs:  # after the update (program order in tf.function)
       average.assign(decay * average + (1.0 - decay) * tf.convert_to_tensor(variable))
     self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(finite)))
