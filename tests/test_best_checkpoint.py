@@ -174,3 +174,15 @@ def test_a_nan_evaluation_is_never_the_best(tmp_path):
   assert not keeper.update(6, {"loss": float("inf")}, None) and keeper.best["step"] == 4
   keeper.best = dict(keeper.best, value=float("nan"))  # a NaN an older run kept does not block
   assert keeper.update(8, {"loss": 3.0}, None) and keeper.best["value"] == 3.0
+
+
+def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
+  out, _, _ = stopped
+  results = train_loop.train_and_evaluate(
+      get_problem("algorithmic_copy"), get_hparams("transformer_tiny", MICRO), str(out), None,
+      train_steps=10, eval_steps=1, save_checkpoints_steps=2, log_every=2,
+      evaluate_fn=lambda model: {"score": 100.0},  # would be a new best, were it evaluated
+      early_stopping=best.EarlyStopping(metric="score", minimize=False, patience=4, delta=0.0))
+  assert results["step"] == 8 and results["stopped_early"] == 8 and results["best_step"] == 4
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
+  assert best.read_best(str(out))["step"] == 4

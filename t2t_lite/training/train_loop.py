@@ -423,6 +423,13 @@ def train_and_evaluate(
   if start >= train_steps:
     print(f"already trained {start} >= train_steps={train_steps} steps; nothing to do", flush=True)
     return {"step": start}
+  if (keeper and keeper.should_stop(start)
+      and keeper.settings.metric in (None, keeper.best["metric"])):  # rerunning a stopped run
+    print(f"already stopped early: {keeper.best['metric']} has not improved since step "
+          f"{keeper.best['step']}, {start - keeper.best['step']} updates >= the patience of "
+          f"{keeper.settings.patience}; nothing to do", flush=True)
+    return {"step": start, "stopped_early": start, "best_step": keeper.best["step"],
+            f"best_{keeper.best['metric']}": keeper.best["value"]}
 
   seeded = hparams.replace(seed=hparams.seed + start)  # a resumed run does not replay the same order
   dataset_fn = train_dataset_fn or (lambda ctx: problem.dataset(
