@@ -134,3 +134,55 @@ def test_a_kill_during_training_never_loses_best(tmp_path):
   assert best.read_best(str(out))["step"] == evaluated + 2
   leftovers = [n for n in os.listdir(out) if n.startswith((".tmp-best", ".best-"))]
   assert leftovers == [f".best-{evaluated + 2}"]
+
+
+def test_best_links_the_checkpoint_the_trainer_just_saved(stopped):
+  """Evaluations at checkpoint steps: best/ shares the regular checkpoint's files (no second
+  write); the trainer's own index is untouched by it."""
+  out, _, _ = stopped
+  for suffix in (".index", ".data-00000-of-00001"):
+    assert os.path.samefile(out / "best" / f"ckpt-4{suffix}", out / f"ckpt-4{suffix}"), suffix
+  assert tf.train.latest_checkpoint(str(out / "best")) == str(out / "best" / "ckpt-4")
+
+
+def test_write_best_links_a_saved_checkpoint_and_saves_one_otherwise(tmp_path):
+  variable = tf.Variable([1.0, 2.0])
+  checkpoint = tf.train.Checkpoint(model={"v": variable})
+  saved = tf.train.CheckpointManager(checkpoint, str(tmp_path), max_to_keep=1).save(checkpoint_number=3)
+  record = {"metric": "loss", "value": 1.0}
+  path = best.write_best(str(tmp_path), checkpoint, 3, record, saved=saved)
+  assert os.path.samefile(path + ".index", saved + ".index")
+  assert tf.train.latest_checkpoint(str(tmp_path / "best")) == path
+  assert best.read_best(str(tmp_path))["checkpoint"] == path
+  for name in os.listdir(tmp_path):  # the rolling window deletes the regular checkpoint: best/ keeps it
+    if name.startswith("ckpt-3."):
+      os.remove(tmp_path / name)
+  key = "model/v/.ATTRIBUTES/VARIABLE_VALUE"
+  np.testing.assert_array_equal(tf.train.load_checkpoint(path).get_tensor(key), [1.0, 2.0])
+  variable.assign([5.0, 6.0])  # no checkpoint of step 5 on disk: best/ saves the state itself
+  path = best.write_best(str(tmp_path), checkpoint, 5, record)
+  np.testing.assert_array_equal(tf.train.load_checkpoint(path).get_tensor(key), [5.0, 6.0])
+  assert best.read_best(str(tmp_path))["step"] == 5
+  assert [n for n in os.listdir(tmp_path) if n.startswith((".tmp-best", ".best-"))] == [".best-5"]
+
+
+def test_a_nan_evaluation_is_never_the_best(tmp_path):
+  keeper = best.BestKeeper(str(tmp_path), best.EarlyStopping("loss", patience=4, delta=0.0), write=False)
+  assert not keeper.update(2, {"loss": float("nan")}, None)
+  assert keeper.best is None and not keeper.should_stop(10)
+  assert keeper.update(4, {"loss": 2.0}, None) and keeper.best["step"] == 4
+  assert not keeper.update(6, {"loss": float("inf")}, None) and keeper.best["step"] == 4
+  keeper.best = dict(keeper.best, value=float("nan"))  # a NaN an older run kept does not block
+  assert keeper.update(8, {"loss": 3.0}, None) and keeper.best["value"] == 3.0
+
+
+def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
+  out, _, _ = stopped
+  results = train_loop.train_and_evaluate(
+      get_problem("algorithmic_copy"), get_hparams("transformer_tiny", MICRO), str(out), None,
+      train_steps=10, eval_steps=1, save_checkpoints_steps=2, log_every=2,
+      evaluate_fn=lambda model: {"score": 100.0},  # would be a new best, were it evaluated
+      early_stopping=best.EarlyStopping(metric="score", minimize=False, patience=4, delta=0.0))
+  assert results["step"] == 8 and results["stopped_early"] == 8 and results["best_step"] == 4
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
+  assert best.read_best(str(out))["step"] == 4

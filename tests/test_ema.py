@@ -94,3 +94,59 @@ def test_ema_equals_numpy_on_every_replica_of_2_logical_devices(tmp_path):
 def test_the_decay_is_checked():
   with pytest.raises(ValueError, match="weight_ema_decay must be in"):
     get_hparams("transformer_tiny", "weight_ema_decay=1.0")
+
+
+def test_keras_fit_ends_with_the_moving_average_of_weight_ema_decay():
+  """Keras' fit with weight_ema_decay: Keras' own average (it starts at the weights after the
+  first update), which replaces the weights when fit ends."""
+  import keras  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training import keras_fit  # pylint: disable=import-outside-toplevel
+  hparams = get_hparams("transformer_tiny", MICRO).replace(weight_ema_decay=DECAY)
+  train_loop.seed_initialization(hparams.seed)
+  model = model_dir.build_model(hparams, 32)
+  keras_fit.compile_model(model, hparams, jit_compile=False)
+  variables = {n: v for n, v in model_dir.checkpointable(model).items() if v.trainable}
+  weights = []
+
+  class Record(keras.callbacks.Callback):
+    def on_train_batch_end(self, batch, logs=None):
+      weights.append({n: v.numpy() for n, v in variables.items()})
+
+  rng = np.random.default_rng(0)
+  features = {"inputs": rng.integers(2, 30, (12, 7)).astype("int32"),
+              "targets": rng.integers(2, 30, (12, 9)).astype("int32")}
+  model.fit(features, features["targets"], batch_size=4, epochs=1, shuffle=False, verbose=0,
+            callbacks=[Record()])
+  assert len(weights) == 3
+  expected = numpy_ema(weights)
+  for name, variable in variables.items():
+    np.testing.assert_allclose(variable.numpy(), expected[name], rtol=1e-5, atol=1e-7, err_msg=name)
+  assert not np.allclose(weights[-1]["shared_embedding/embeddings"],
+                         variables["shared_embedding/embeddings"].numpy(), atol=1e-6)
+
+
+def test_an_update_that_loss_scaling_skips_leaves_the_average_alone(tmp_path):
+  """mixed_float16: an update whose scaled gradients overflow is skipped by the optimizer (the
+  step does not count, the weights stay); the average must not move towards them either."""
+  hparams = get_hparams("transformer_tiny", MICRO).replace(weight_ema_decay=DECAY,
+                                                           mixed_precision="mixed_float16")
+  try:
+    trainer = train_loop.Trainer(hparams, 32, str(tmp_path / "mixed"))
+    rng = np.random.default_rng(0)
+    batch = {"inputs": rng.integers(2, 30, (4, 7)).astype("int32"),
+             "targets": rng.integers(2, 30, (4, 9)).astype("int32")}
+    trainer.optimizer.dynamic_scale.assign(1.0)  # no overflow: a real update
+    trainer.train_step(batch)
+    assert trainer.step == 1
+    averages = {n: a.numpy() for n, a in trainer.ema.items()}
+    variables = model_dir.checkpointable(trainer.model)
+    weights = {n: variables[n].numpy() for n in trainer.ema}
+    assert not np.allclose(averages["shared_embedding/embeddings"], weights["shared_embedding/embeddings"])
+    trainer.optimizer.dynamic_scale.assign(1e30)  # float16 gradients overflow: a skipped update
+    trainer.train_step(batch)
+    assert trainer.step == 1 and float(trainer.optimizer.dynamic_scale.numpy()) == pytest.approx(5e29)
+    for name, average in trainer.ema.items():
+      np.testing.assert_array_equal(variables[name].numpy(), weights[name], err_msg=name)
+      np.testing.assert_array_equal(average.numpy(), averages[name], err_msg=name)
+  finally:
+    model_dir.set_precision_policy(hparams.replace(mixed_precision="float32"))

@@ -134,3 +134,35 @@ def test_a_missing_source_is_a_clear_error(tmp_path, capsys):
     trainer.main(["--problem=algorithmic_copy", f"--output_dir={tmp_path / 'o'}",
                   f"--warm_start_from={tmp_path / 'nowhere' / 'ckpt-5'}"])
   assert exit_.value.code == 2 and "neither a model directory nor a checkpoint" in capsys.readouterr().err
+
+
+def _checkpoint_arrays(checkpoint, root):
+  """{variable path: array} of the model variables saved under `root` ("model" or "ema")."""
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(f"{root}/" + name.replace(".", "..").replace("/", ".S")
+                                  + "/.ATTRIBUTES/VARIABLE_VALUE")
+          for name in model_dir.checkpoint_shapes(checkpoint, root)
+          if not name.endswith("seed_generator_state")}
+
+
+def test_a_source_with_moving_averages_starts_from_them(tmp_path):
+  """As the decoder loads it: its weights' moving averages; with keep_optimizer the trained
+  weights, which Adam's moments belong to."""
+  hparams = get_hparams("transformer_tiny", MICRO).replace(weight_ema_decay=0.5)
+  ema_source = train_loop.Trainer(hparams, 32, str(tmp_path / "ema_source"))
+  rng = np.random.default_rng(0)
+  for _ in range(2):
+    ema_source.train_step({"inputs": rng.integers(2, 30, (4, 7)).astype("int32"),
+                           "targets": rng.integers(2, 30, (4, 9)).astype("int32")})
+  checkpoint = ema_source.save()
+  averages, trained = _checkpoint_arrays(checkpoint, "ema"), _checkpoint_arrays(checkpoint, "model")
+  assert averages and not np.allclose(averages["shared_embedding/embeddings"],
+                                      trained["shared_embedding/embeddings"])
+  plain = hparams.replace(weight_ema_decay=0.0)
+  for folder, options, expected in (("tuned", {}, averages),
+                                    ("continued", {"keep_optimizer": True}, trained)):
+    warm = train_loop.Trainer(plain, 32, str(tmp_path / folder),
+                              warm_start=model_dir.WarmStart(checkpoint, **options))
+    weights = _model_arrays(warm)
+    for name, value in expected.items():
+      np.testing.assert_array_equal(weights[name], value, err_msg=f"{folder}: {name}")

@@ -4,7 +4,8 @@ At each evaluation the trainer asks `BestKeeper.update` whether the evaluation's
 on the best so far by more than `delta` (Keras' `min_delta`; T2T's
 `--eval_early_stopping_metric_delta`). If so, the whole checkpoint (weights, their moving
 averages, optimizer) becomes OUTPUT_DIR/best, a model directory of its own that the decoder,
-exporter and averaging take as it is:
+exporter and averaging take as it is. An evaluation whose metric is NaN or infinite is never
+the best (nor does a NaN kept by an older run block every later one):
 
     OUTPUT_DIR/best -> .best-<step>     a symbolic link, replaced atomically
     OUTPUT_DIR/.best-<step>/            hparams.json, flags.txt, vocab.model, checkpoint,
@@ -12,7 +13,10 @@ exporter and averaging take as it is:
 
 The new directory is written completely under a temporary name first, then the link is swapped
 with one rename, so a kill at any moment leaves `best` pointing at a complete directory: the old
-best, or the new one. It lies outside the rolling `keep_checkpoint_max` window.
+best, or the new one. It lies outside the rolling `keep_checkpoint_max` window. When the trainer
+has just saved the same weights as its regular checkpoint of that step (evaluations at
+checkpoint steps, the default), best/ hard-links those files instead of writing the checkpoint
+a second time (see `write_best`).
 
 With a patience (`EarlyStopping.patience`, in updates: T2T's --eval_early_stopping_steps),
 `should_stop` is true once that many updates have passed since the best evaluation (the
@@ -21,6 +25,7 @@ improvement must exceed `delta`, as in T2T's plateau test, which looks back that
 
 import dataclasses
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -81,11 +86,47 @@ def read_best(output_dir: str) -> dict | None:
   return record
 
 
-def write_best(output_dir: str, checkpoint: tf.train.Checkpoint, step: int, record: dict) -> str:
-  """Saves `checkpoint` as OUTPUT_DIR/best (see the module doc); returns its checkpoint prefix."""
+def _link_checkpoint(prefix: str, directory: str) -> str:
+  """Hard-links checkpoint `prefix`'s files (.index, .data-*) into `directory` (copies them where
+  links fail: another file system, one without links) with a `checkpoint` file naming it;
+  returns the new prefix.
+
+  Why a link is safe: TensorFlow writes every checkpoint file under a temporary name and renames
+  it, and never writes into a finished one, so the regular checkpoint and best/ share contents
+  that no one changes; when the rolling window deletes the regular ckpt-N, only its name goes and
+  best/'s link keeps the data. Linking costs no disk space and no second write of the weights
+  and Adam's moments (3 x the model) at every new best.
+  """
+  name = os.path.basename(prefix)
+  files = tf.io.gfile.glob(prefix + ".*")  # ckpt-4.* does not match ckpt-40.*
+  if not any(f.endswith(".index") for f in files):
+    raise FileNotFoundError(f"no checkpoint {prefix} (.index) to keep as best/")
+  for path in files:
+    target = os.path.join(directory, os.path.basename(path))
+    try:
+      os.link(path, target)
+    except OSError:
+      shutil.copy2(path, target)
+  model_dir.atomic_write(os.path.join(directory, "checkpoint"),  # tf.train.CheckpointState, text
+                         f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
+  return os.path.join(directory, name)
+
+
+def write_best(output_dir: str, checkpoint: tf.train.Checkpoint, step: int, record: dict,
+               saved: str | None = None) -> str:
+  """Saves `checkpoint` as OUTPUT_DIR/best (see the module doc); returns its checkpoint prefix.
+
+  saved: the prefix of a checkpoint already on disk that holds exactly `checkpoint`'s state at
+    `step` (the regular checkpoint the trainer has just saved): its files are linked into best/
+    (`_link_checkpoint`) instead of saving the checkpoint again. Either way best/ is complete
+    before the one atomic step that makes it the best.
+  """
   tmp = tempfile.mkdtemp(dir=output_dir, prefix=".tmp-best-")
   try:
-    prefix = tf.train.CheckpointManager(checkpoint, tmp, max_to_keep=1).save(checkpoint_number=step)
+    if saved:
+      prefix = _link_checkpoint(saved, tmp)
+    else:
+      prefix = tf.train.CheckpointManager(checkpoint, tmp, max_to_keep=1).save(checkpoint_number=step)
     for name in (model_dir.HPARAMS_FILE, model_dir.FLAGS_FILE, model_dir.VOCAB_FILE):
       if os.path.exists(os.path.join(output_dir, name)):
         shutil.copyfile(os.path.join(output_dir, name), os.path.join(tmp, name))
@@ -125,19 +166,23 @@ class BestKeeper:
 
   def improved(self, results: dict) -> bool:
     metric, minimize = self.settings.resolve(results)
-    if self.best is None or self.best["metric"] != metric:
+    if not math.isfinite(results[metric]):  # a NaN kept as the best would never be beaten
+      return False
+    if self.best is None or self.best["metric"] != metric or not math.isfinite(self.best["value"]):
       return True
     change = self.best["value"] - results[metric] if minimize else results[metric] - self.best["value"]
     return change > self.settings.delta
 
-  def update(self, step: int, results: dict, checkpoint: tf.train.Checkpoint) -> bool:
-    """Keeps this evaluation's `checkpoint` as the best if it improved; returns whether it did."""
+  def update(self, step: int, results: dict, checkpoint: tf.train.Checkpoint,
+             saved: str | None = None) -> bool:
+    """Keeps this evaluation's `checkpoint` as the best if it improved; returns whether it did.
+    `saved`: the checkpoint of this step just saved with the same state (see `write_best`)."""
     if not self.improved(results):
       return False
     metric, minimize = self.settings.resolve(results)
     record = {"metric": metric, "value": float(results[metric]), "minimize": minimize,
               "results": {k: float(v) for k, v in results.items()}}
-    path = write_best(self.output_dir, checkpoint, step, record) if self.write else None
+    path = write_best(self.output_dir, checkpoint, step, record, saved) if self.write else None
     self.best = dict(record, step=step, checkpoint=path)
     return True
 

@@ -54,7 +54,13 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
 
 
 def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-  """Keras' Adam with the hparams' betas, epsilon, schedule and clipping (clip_grad_norm)."""
+  """Keras' Adam with the hparams' betas, epsilon, schedule and clipping (clip_grad_norm).
+
+  weight_ema_decay > 0 turns on Keras' own moving average of the weights (`use_ema`,
+  `ema_momentum`): fit trains the weights and, when it ends, replaces them with their average
+  (`finalize_variable_values`), which is then what the model evaluates, saves and decodes with.
+  Keras' average starts at the weights after the first update (the trainer's at the starting
+  weights) and fit's validation during training sees the trained weights, not the average."""
   if hparams.optimizer != "adam" or hparams.gradient_accumulation_steps != 1:
     raise ValueError("Keras' fit here uses Adam without accumulation; train with optimizer="
                      f"{hparams.optimizer}, gradient_accumulation_steps="
@@ -62,7 +68,8 @@ def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
   return keras.optimizers.Adam(
       learning_rate=TransformerSchedule.from_hparams(hparams, accumulation_steps=1),
       beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
-      epsilon=hparams.optimizer_adam_epsilon, global_clipnorm=hparams.clip_grad_norm or None)
+      epsilon=hparams.optimizer_adam_epsilon, global_clipnorm=hparams.clip_grad_norm or None,
+      use_ema=hparams.weight_ema_decay > 0, ema_momentum=hparams.weight_ema_decay or 0.99)
 
 
 def compile_model(model: keras.Model, hparams: HParams, **kwargs) -> keras.Model:

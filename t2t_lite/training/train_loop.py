@@ -159,6 +159,7 @@ class Trainer:
     seed_initialization(hparams.seed)
     with self.strategy.scope():
       self.model = model_dir.build_model(hparams, vocab_size, model)
+      self._variables = model_dir.checkpointable(self.model)  # walked once: {path: variable}
       self.optimizer = build_optimizer(hparams)
       self.optimizer.build(self.model.trainable_variables)
       self.accumulator = (GradientAccumulator(self.model.trainable_variables)
@@ -169,11 +170,10 @@ class Trainer:
       # weights after an update, so the first replica's average is every replica's.
       self.ema = {name: tf.Variable(tf.convert_to_tensor(v), trainable=False, name="ema",
                                     aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-                  for name, v in model_dir.checkpointable(self.model).items() if v.trainable
+                  for name, v in self._variables.items() if v.trainable
                   } if hparams.weight_ema_decay > 0 else None
-    self._ema_pairs = [] if self.ema is None else [
-        (self.ema[name], v) for name, v in model_dir.checkpointable(self.model).items() if name in self.ema]
-    self.checkpoint = tf.train.Checkpoint(model=model_dir.checkpointable(self.model),
+    self._ema_pairs = [(average, self._variables[name]) for name, average in (self.ema or {}).items()]
+    self.checkpoint = tf.train.Checkpoint(model=self._variables,
                                           optimizer=self.optimizer,
                                           **({model_dir.EMA_ROOT: self.ema} if self.ema else {}))
     self.manager = tf.train.CheckpointManager(
@@ -194,18 +194,24 @@ class Trainer:
 
   def _warm_start(self, warm_start: model_dir.WarmStart):
     """The source checkpoint's weights (and, as asked, its optimizer state and step); a model
-    that does not fit it is a ModelDirError naming the variables that differ."""
+    that does not fit it is a ModelDirError naming the variables that differ.
+
+    A source trained with weight_ema_decay starts the new run from its moving averages: the
+    model its evaluations, decoder and exporter saw (`model_dir.restore_weights`), as Marian's
+    --pretrained-model takes its smoothed model. With keep_optimizer it starts from the trained
+    weights instead, the ones Adam's moments belong to (continuing that training)."""
     path = warm_start.checkpoint
     model_dir.check_checkpoint_fits(self.model, path)
     source_step = model_dir.checkpoint_step(path)
     if warm_start.keep_optimizer and source_step is None:
       raise model_dir.ModelDirError(f"--warm_start_keep_optimizer: {path} holds no optimizer state "
                                     "(an imported or averaged model); leave the option out")
-    objects = {"model": model_dir.checkpointable(self.model)}
-    if warm_start.keep_optimizer:
-      objects["optimizer"] = self.optimizer
     try:
-      tf.train.Checkpoint(**objects).restore(path).expect_partial().assert_existing_objects_matched()
+      if warm_start.keep_optimizer:
+        tf.train.Checkpoint(model=self._variables, optimizer=self.optimizer).restore(
+            path).expect_partial().assert_existing_objects_matched()
+      else:
+        model_dir.restore_weights(self.model, path)
     except AssertionError as e:  # e.g. another optimizer's state with keep_optimizer
       raise model_dir.ModelDirError(f"cannot warm start from {path}: {e}") from None
     self.optimizer.iterations.assign((source_step or 0) if warm_start.keep_step else 0)
@@ -271,6 +277,10 @@ class Trainer:
       grads = [g * tf.cast(factor, g.dtype) for g in grads]
     self.optimizer.apply(grads, self.model.trainable_variables)
     decay = self.hparams.weight_ema_decay
+    if self._ema_pairs and isinstance(self.optimizer, keras.optimizers.LossScaleOptimizer):
+      # It skips an update whose scaled gradients overflowed (and only lowers the loss scale):
+      # the average skips it too, by its own test, rather than moving towards unchanged weights.
+      decay = tf.where(self.optimizer.check_finite(grads), decay, 1.0)
     for average, variable in self._ema_pairs:  # after the update (program order in tf.function)
       average.assign(decay * average + (1.0 - decay) * tf.convert_to_tensor(variable))
     self.nonfinite.assign(tf.logical_or(self.nonfinite, tf.logical_not(finite)))
@@ -413,6 +423,13 @@ def train_and_evaluate(
   if start >= train_steps:
     print(f"already trained {start} >= train_steps={train_steps} steps; nothing to do", flush=True)
     return {"step": start}
+  if (keeper and keeper.should_stop(start)
+      and keeper.settings.metric in (None, keeper.best["metric"])):  # rerunning a stopped run
+    print(f"already stopped early: {keeper.best['metric']} has not improved since step "
+          f"{keeper.best['step']}, {start - keeper.best['step']} updates >= the patience of "
+          f"{keeper.settings.patience}; nothing to do", flush=True)
+    return {"step": start, "stopped_early": start, "best_step": keeper.best["step"],
+            f"best_{keeper.best['metric']}": keeper.best["value"]}
 
   seeded = hparams.replace(seed=hparams.seed + start)  # a resumed run does not replay the same order
   dataset_fn = train_dataset_fn or (lambda ctx: problem.dataset(
@@ -467,7 +484,8 @@ def train_and_evaluate(
           results.update(evaluate_fn(evaluated))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
-      if keeper.update(step, results, trainer.checkpoint) and chief:
+      # best/ links the checkpoint just saved at this step rather than saving it again.
+      if keeper.update(step, results, trainer.checkpoint, path if save_now else None) and chief:
         print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: kept as "
               f"{best_lib.best_dir(output_dir)}", flush=True)
       if keeper.should_stop(step):
