@@ -1,10 +1,10 @@
 """Data-parallel measurements in a process of their own; tests/test_data_parallel.py asserts on them.
 
 Logical devices can be configured only before TensorFlow starts, and a process holds one
-MultiWorkerMirroredStrategy, so the mirrored runs share a process and each worker is one:
+MultiWorkerMirroredStrategy, so each configuration is a process:
 
-    python tests/data_parallel_checks.py mirrored 2,4 OUT  # MirroredStrategy over 2, then 4 logical CPUs
-    python tests/data_parallel_checks.py worker I OUT      # worker I of the TF_CONFIG cluster
+    python tests/data_parallel_checks.py mirrored N OUT   # MirroredStrategy over N logical CPUs
+    python tests/data_parallel_checks.py worker I OUT     # worker I of the TF_CONFIG cluster
 
 Each writes OUT/<mode>-<N or I>.json (the worker its weights too, OUT/weights-I.npz; the 2-device
 run its weights' moving average, OUT/ema-2.npz).

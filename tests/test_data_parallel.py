@@ -27,19 +27,18 @@ def _output(result):
 
 @pytest.fixture(scope="module")
 def run_mirrored(tmp_path_factory):
-  """`run(n)`: what the checks measured with MirroredStrategy over n = 2 or 4 logical CPUs (both
-  in one process, run once), and the folder of that n's runs."""
+  """`run(n)`: what the checks measured with MirroredStrategy over n logical CPUs (a process
+  each, run once), and the folder of its runs."""
   done = {}
 
   def run(n):
-    if not done:
-      out = tmp_path_factory.mktemp("mirrored")
-      result = subprocess.run([sys.executable, CHECKS, "mirrored", "2,4", str(out)],
+    if n not in done:
+      out = tmp_path_factory.mktemp(f"mirrored{n}")
+      result = subprocess.run([sys.executable, CHECKS, "mirrored", str(n), str(out)],
                               capture_output=True, text=True)  # no deadline: a slow machine is no failure
       assert result.returncode == 0, _output(result)
-      for devices in (2, 4):
-        with open(out / f"mirrored-{devices}.json", encoding="utf-8") as f:
-          done[devices] = json.load(f), out / str(devices)
+      with open(out / f"mirrored-{n}.json", encoding="utf-8") as f:
+        done[n] = json.load(f), out / str(n)
     return done[n]
   return run
 
