@@ -5,7 +5,8 @@
 # others gave; the exit status is non-zero if any failed.
 # Usage: bash scripts/test.sh [extra pytest args]
 # Two pytest workers (pytest-xdist; a file's tests stay on one worker, so its fixtures are built
-# once): most tests keep only one core busy. On 2 cores (AMD EPYC, AVX2; 2026-11-23) the suite
+# once): most tests keep only one core busy. Files are handed out in collection order, which
+# tests/conftest.py starts with the longest files (LONGEST_FIRST), so the run ends on short ones. On 2 cores (AMD EPYC, AVX2; 2026-11-23) the suite
 # took 20 min 18 s this way (TensorFlow pass 17:26, JAX pass 2:52) against about 24 min serially.
 # TEST_WORKERS=0 runs serially. TEST_MARKER="not slow" runs the fast subset in both passes
 # (docs/testing.md; a -m among the extra arguments would replace the JAX pass's own marker).
@@ -15,7 +16,7 @@ bash scripts/setup.sh || exit 1
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 failed=()
-parallel=(-n "${TEST_WORKERS:-2}" --dist loadfile)
+parallel=(-n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 [ "${TEST_WORKERS:-2}" = 0 ] && parallel=()
 ruff check . || failed+=("ruff")
 marker=(); jax_marker=backend_independent

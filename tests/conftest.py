@@ -35,7 +35,7 @@ SLOW_FILES = {
     "test_quiet_startup.py", "test_t2t_commands.py", "test_t2t_trainer.py", "test_tfds_offline.py",
     "test_trainer.py", "test_training_outcomes.py", "test_best_checkpoint.py", "test_ctranslate2_export.py",
     "test_ema.py", "test_keras_file.py", "test_keras_fit.py", "test_serve.py", "test_serve_browser.py",
-    "test_warm_start.py", "test_warm_start_marian.py",
+    "test_warm_start.py",
 }
 # Single slow tests of otherwise fast files: "file.py::test_name" (every parametrization of it).
 SLOW_TESTS = {
@@ -49,12 +49,34 @@ def pytest_configure(config):
                                      "(the lists are in tests/conftest.py)")
 
 
-def pytest_collection_modifyitems(config, items):
+# The files that take longest, longest first (their seconds on one of two pytest-xdist workers, 2
+# cores, 2026-11-25). They run first and the rest after them in their usual order, so that the run
+# ends on short files: scripts/test.sh gives each worker the next file when it is nearly done
+# (`--dist loadfile --no-loadscope-reorder`), and a long file handed out last would keep one worker
+# busy while the other has nothing left. Reorder when the times change a lot.
+LONGEST_FIRST = (
+    "test_data_parallel.py", "test_end_to_end.py", "test_parsing.py", "test_training_outcomes.py",
+    "test_trainer.py", "test_import_marian.py", "test_serve.py", "test_t2t_commands.py",
+    "test_keras_fit.py", "test_t2t_trainer.py", "test_ctranslate2_export.py", "test_export.py",
+    "test_decoder.py", "test_bleu.py", "test_best_checkpoint.py", "test_quiet_startup.py",
+    "test_serve_browser.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):  # before -m selects by the marker
   for item in items:
     file_name = item.path.name
     test_id = f"{file_name}::{item.name.split('[')[0]}"
     if file_name in SLOW_FILES or test_id in SLOW_TESTS:
       item.add_marker(pytest.mark.slow)
+
+
+@pytest.hookimpl(trylast=True, specname="pytest_collection_modifyitems")
+def pytest_collection_modifyitems_longest_first(items):
+  """After pytest's own reordering (by fixture, within each file): the files of LONGEST_FIRST
+  first, in its order, then the rest in theirs (a stable sort keeps each file's order)."""
+  rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+  items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))
 
 
 def pytest_terminal_summary(terminalreporter):

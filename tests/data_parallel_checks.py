@@ -6,7 +6,8 @@ MultiWorkerMirroredStrategy, so each configuration is a process:
     python tests/data_parallel_checks.py mirrored N OUT   # MirroredStrategy over N logical CPUs
     python tests/data_parallel_checks.py worker I OUT     # worker I of the TF_CONFIG cluster
 
-Each writes OUT/<mode>-<N or I>.json (and the worker its weights, OUT/weights-I.npz).
+Each writes OUT/<mode>-<N or I>.json (the worker its weights too, OUT/weights-I.npz; the 2-device
+run its weights' moving average, OUT/ema-2.npz).
 """
 
 import json
@@ -16,12 +17,15 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-MODE, INDEX, OUT = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+MODE, OUT = sys.argv[1], sys.argv[3]
 if MODE == "mirrored":
+  DEVICES = [int(n) for n in sys.argv[2].split(",")]
   cpu = tf.config.list_physical_devices("CPU")[0]
-  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * INDEX)
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * max(DEVICES))
+else:
+  INDEX = int(sys.argv[2])
 
-from t2t_lite import registry  # noqa: E402
+from t2t_lite import model_dir, registry  # noqa: E402
 from t2t_lite.hparams import get_hparams  # noqa: E402
 from t2t_lite.layers import Dropout  # noqa: E402
 from t2t_lite.layers.dropout import numpy_keep_mask  # noqa: E402
@@ -156,31 +160,48 @@ def micro_batches(replicas, updates=2, accumulation=2, rows=3):
   return out
 
 
-def check_clipping_and_accumulation(strategy, out, xla=False):
+def check_clipping_and_accumulation(strategy, out, more=False):
   """One device on the whole global batch against N replicas accumulating 2 micro-batches,
-  with clipping active (one device without clipping ends elsewhere); with `xla`, the replicas
-  compile their forward and backward passes with XLA (`xla_compile`)."""
+  with clipping active (one device without clipping ends elsewhere): {"accumulated": ...}. With
+  `more`, against the same one-device runs also: "xla", N replicas accumulating that compile their
+  forward and backward passes with XLA (`xla_compile`); "no_accumulation", N replicas each given
+  its share of the whole update at once."""
   replicas = strategy.num_replicas_in_sync
   hp = get_hparams("transformer_tiny", MICRO + NO_DROPOUT + ",clip_grad_norm=0.3,"
                    "learning_rate_warmup_steps=4")
   one = train_loop.Trainer(hp, 32, f"{out}/one")
   unclipped = train_loop.Trainer(hp.replace(clip_grad_norm=0.0), 32, f"{out}/unclipped")
-  many = train_loop.Trainer(hp.replace(gradient_accumulation_steps=2, xla_compile=xla), 32,
-                            f"{out}/many", strategy)
+  many = {"accumulated": train_loop.Trainer(hp.replace(gradient_accumulation_steps=2), 32,
+                                            f"{out}/accumulated", strategy)}
+  if more:
+    many["xla"] = train_loop.Trainer(hp.replace(gradient_accumulation_steps=2, xla_compile=True), 32,
+                                     f"{out}/xla", strategy)
+    many["no_accumulation"] = train_loop.Trainer(hp, 32, f"{out}/no_accumulation", strategy)
   start = one.model.get_weights()
-  for trainer in (many, unclipped):
+  for trainer in (unclipped, *many.values()):
     trainer.model.set_weights(start)
-  losses = {"one": [], "many": []}
+  losses = {name: [] for name in ("one", *many)}
   tokens = []
+
+  def step(trainer, per_replica):
+    loss, _ = trainer.train_step(strategy.experimental_distribute_values_from_function(
+        lambda ctx: per_replica[ctx.replica_id_in_sync_group]))
+    return float(loss)
+
   for update in micro_batches(replicas):
     whole = {k: np.concatenate([b[k] for micro in update for b in micro]) for k in ("inputs", "targets")}
     losses["one"].append(float(one.train_step(whole)[0]))
     unclipped.train_step(whole)
+    accumulating = [name for name in ("accumulated", "xla") if name in many]
     for micro in update:
       tokens.append([int((b["targets"] != 0).sum()) for b in micro])
-      loss, _ = many.train_step(strategy.experimental_distribute_values_from_function(
-          lambda ctx, micro=micro: micro[ctx.replica_id_in_sync_group]))
-    losses["many"].append(float(loss))
+      last = {name: step(many[name], micro) for name in accumulating}
+    for name in accumulating:  # the update's loss: what its last micro-batch's call returns
+      losses[name].append(last[name])
+    if "no_accumulation" in many:
+      shares = [{k: np.concatenate([micro[r][k] for micro in update]) for k in ("inputs", "targets")}
+                for r in range(replicas)]
+      losses["no_accumulation"].append(step(many["no_accumulation"], shares))
 
   def distance(a, b):
     return float(np.sqrt(sum(np.sum((x - y) ** 2) for x, y in zip(a, b))))
@@ -188,11 +209,36 @@ def check_clipping_and_accumulation(strategy, out, xla=False):
   # Relative to how far the weights moved: Adam turns float rounding in a gradient element
   # near 0 into a sign flip of its whole update (a few elements of ~20k differ by ~2 lr),
   # so an element-wise tolerance would test the rounding, not the algorithm.
-  return {"losses": losses, "tokens": tokens, "steps": [one.step, many.step],
-          "xla_compiled_functions": xla_compiled_functions(many),
-          "apart_over_moved": distance(many.model.get_weights(), one.model.get_weights()) / moved,
-          "unclipped_apart_over_moved":
-              distance(unclipped.model.get_weights(), one.model.get_weights()) / moved}
+  unclipped_apart = distance(unclipped.model.get_weights(), one.model.get_weights()) / moved
+  return {name: {"losses": {"one": losses["one"], "many": losses[name]}, "tokens": tokens,
+                 "steps": [one.step, trainer.step], "xla_compiled_functions": xla_compiled_functions(trainer),
+                 "apart_over_moved": distance(trainer.model.get_weights(), one.model.get_weights()) / moved,
+                 "unclipped_apart_over_moved": unclipped_apart}
+          for name, trainer in many.items()}
+
+
+def check_ema(strategy, out):
+  """3 updates with weight_ema_decay=0.7, each replica its own batch: the weights before and
+  after each update ("w<k>/<name>") and every replica's copy of the average ("ema<r>/<name>"),
+  as arrays (tests/test_ema.py's NumPy EMA is the reference)."""
+  hp = get_hparams("transformer_tiny", MICRO + ",learning_rate_warmup_steps=4,weight_ema_decay=0.7")
+  trainer = train_loop.Trainer(hp, 32, f"{out}/run", strategy)
+  names = sorted(trainer.ema)
+  variables = model_dir.checkpointable(trainer.model)
+  replicas = strategy.num_replicas_in_sync
+  rng = np.random.default_rng(0)
+  arrays = {f"w0/{n}": variables[n].numpy() for n in names}
+  for update in range(1, 4):
+    per_replica = [{"inputs": rng.integers(2, 30, (3, 7)).astype("int32"),
+                    "targets": rng.integers(2, 30, (3, 9)).astype("int32")} for _ in range(replicas)]
+    trainer.train_step(strategy.experimental_distribute_values_from_function(
+        lambda ctx, b=per_replica: b[ctx.replica_id_in_sync_group]))
+    for n in names:
+      arrays[f"w{update}/{n}"] = variables[n].numpy()
+  for n in names:
+    for r, value in enumerate(strategy.experimental_local_results(trainer.ema[n])):
+      arrays[f"ema{r}/{n}"] = value.numpy()
+  return arrays
 
 
 def check_poisoned_gradient(strategy, out, value, replica, from_call):
@@ -212,17 +258,19 @@ def check_poisoned_gradient(strategy, out, value, replica, from_call):
 def main():
   os.makedirs(OUT, exist_ok=True)
   if MODE == "mirrored":
-    strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(INDEX)])
-    results = {"replicas": strategy.num_replicas_in_sync,
-               **check_masks(strategy, 0),
-               "trainer_masks": trainer_masks(strategy, OUT),
-               "clipping": check_clipping_and_accumulation(strategy, f"{OUT}/clip")}
-    if INDEX == 2:
-      results["clipping_xla"] = check_clipping_and_accumulation(strategy, f"{OUT}/xla", xla=True)
-    # The last replica's gradient: NaN on 2 devices, +inf on 4 (each run costs a trace).
-    results["poison"] = "nan" if INDEX == 2 else "inf"
-    results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned",
-                                                  float(results["poison"]), INDEX - 1, 4)
+    for n in DEVICES:
+      strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
+      out = f"{OUT}/{n}"
+      results = {"replicas": strategy.num_replicas_in_sync,
+                 **check_masks(strategy, 0),
+                 "trainer_masks": trainer_masks(strategy, out),
+                 "clipping": check_clipping_and_accumulation(strategy, f"{out}/clip", more=n == 2)}
+      if n == 2:
+        np.savez(f"{OUT}/ema-{n}.npz", **check_ema(strategy, f"{out}/ema"))
+        # Replica 1's gradient turns +inf (NaN: the workers' run; each poisoned run costs a trace).
+        results["poisoned"] = check_poisoned_gradient(strategy, f"{out}/poisoned", float("inf"), 1, 4)
+      with open(f"{OUT}/{MODE}-{n}.json", "w", encoding="utf-8") as f:
+        json.dump(results, f)
   else:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
@@ -234,8 +282,8 @@ def main():
     results["step"] = trained["step"]
     np.savez(f"{OUT}/weights-{INDEX}.npz", *TRAINERS[-1].model.get_weights())  # as held in memory
     results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned", float("nan"), 1, 4)
-  with open(f"{OUT}/{MODE}-{INDEX}.json", "w", encoding="utf-8") as f:
-    json.dump(results, f)
+    with open(f"{OUT}/{MODE}-{INDEX}.json", "w", encoding="utf-8") as f:
+      json.dump(results, f)
 
 
 if __name__ == "__main__":

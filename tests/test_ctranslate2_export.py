@@ -23,6 +23,7 @@ from t2t_lite.training.train_loop import Trainer  # noqa: E402
 SOURCES = ["A man is riding a bike .", "Two dogs play in the snow while a child watches them .",
            "A woman .", "People are walking along the beach at sunset next to the water ."]
 EXTRA = 12  # short outputs: random models run to the length limit, which must match too
+XLA = False  # the decoder's search as a plain graph, not compiled (tests/test_decoder.py: the same beams)
 
 
 def variant_dir(tiny_model_dir, folder, overrides, seed):
@@ -58,7 +59,7 @@ def export(model, folder, *flags):
 def ours(model, beam, alpha=0.0):
   """The decoder's token ids (up to EOS) for SOURCES."""
   translator, _ = load_translator(str(model), DecodeHParams(beam_size=beam, alpha=alpha,
-                                                            extra_length=EXTRA))
+                                                            extra_length=EXTRA, xla=XLA))
   vocab = translator.vocab
   sources = [vocab.encode(s) + [1] for s in SOURCES]
   results = translator.translate_ids(sources)
@@ -93,18 +94,18 @@ def same_tokens(a, b):
   return [strip_ids(x) for x in a] == [strip_ids(np.array(y)) for y in b]
 
 
+# Each architecture switch once, with random weights (biases and norms too); the trained model
+# (test_trained_model_float32_and_int8) is the default layout: pre-norm, T2T's sinusoid, one table.
 VARIANTS = {
-    "pre-norm, T2T sinusoid, shared": "",
-    "post-norm (transformer_base_v1), paper sinusoid": "norm_type=post,position_encoding=sinusoid_paper",
-    "paper sinusoid in T2T's halves, separate tables": (
-        "position_encoding=sinusoid_paper_halves,shared_embedding_and_softmax_weights=false"),
-    "learned positions, shared source/target, separate softmax": (
-        "position_encoding=learned,max_position=128,shared_embedding_and_softmax_weights=false,"
+    "post-norm (transformer_base_v1), paper sinusoid, separate tables": (
+        "norm_type=post,position_encoding=sinusoid_paper,shared_embedding_and_softmax_weights=false"),
+    "pre-norm, paper sinusoid in T2T's halves, shared source/target, separate softmax": (
+        "position_encoding=sinusoid_paper_halves,shared_embedding_and_softmax_weights=false,"
         "shared_embedding=true"),
-    "Marian switches: biases, swish, no scale, PAD's row": (
-        "norm_type=post,attention_bias=true,logits_bias=true,ffn_activation=swish,"
-        "scale_embeddings=false,decoder_start=pad_embedding,never_predict_pad=true,"
-        "layer_norm_epsilon=1e-5"),
+    "learned positions, Marian switches: biases, swish, no scale, PAD's row": (
+        "position_encoding=learned,max_position=128,norm_type=post,attention_bias=true,"
+        "logits_bias=true,ffn_activation=swish,scale_embeddings=false,decoder_start=pad_embedding,"
+        "never_predict_pad=true,layer_norm_epsilon=1e-5"),
 }
 
 
@@ -188,7 +189,7 @@ def test_imported_marian_model(marian_imported, tmp_path):
   same = [strip_ids(a) == strip_ids(b) for a, b in zip(expected, got)]
   for equal, score, their_score in zip(same, ours.scores, theirs.scores):
     assert equal or score > their_score + 1e-3, (score, their_score)
-  translator, _ = load_translator(str(model), DecodeHParams(beam_size=1, extra_length=EXTRA))
+  translator, _ = load_translator(str(model), DecodeHParams(beam_size=1, extra_length=EXTRA, xla=XLA))
   target = spm.SentencePieceProcessor(model_file=str(folder / "target.spm"))
   vocabulary = read_vocabulary(folder)
   pieces = [[vocabulary[i] for i in strip_ids(ids)] for ids in greedy]

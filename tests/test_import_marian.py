@@ -304,6 +304,26 @@ def test_rerunning_the_trainer_fine_tunes_the_imported_model(imported, hf_model_
   assert model_dir.read_model_dir(str(out))[1] == model_dir.read_model_dir(str(imported[0]))[1]
 
 
+def test_warm_start_from_an_imported_opus_mt_model(imported, multi30k_slice, tmp_path):
+  """--warm_start_from the imported directory: a new directory fine-tunes it on Multi30k in the
+  imported vocabulary, building none."""
+  source, model, _ = imported
+  out = tmp_path / "tuned"
+  assert trainer.main(["--problem=translate_ende_multi30k", f"--raw_data_dir={multi30k_slice}",
+                       f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}",
+                       f"--warm_start_from={source}", "--train_steps=2", "--eval_steps=0",
+                       "--local_eval_frequency=2"]) == 0
+  assert not any((tmp_path / "data").glob("vocab.*"))  # no vocabulary of the problem's built
+  assert (out / model_dir.VOCAB_FILE).read_bytes() == (source / model_dir.VOCAB_FILE).read_bytes()
+  assert model_dir.read_model_dir(str(out))[1] == model_dir.read_model_dir(str(source))[1]
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")
+  _, tuned, _ = model_dir.restore_model(str(out))
+  before = model_dir.checkpointable(model)
+  changed = [p for p, v in model_dir.checkpointable(tuned).items()
+             if not np.array_equal(v.numpy(), before[p].numpy())]
+  assert "shared_embedding/logits_bias" in changed
+
+
 # Marian's parameter names in one layer and Hugging Face's for them, written out here from Hugging
 # Face's convert_marian_to_pytorch.py (BART_CONVERTER; Marian's C++ names them in transformer.h),
 # not derived from the importer's table, so a wrong entry there fails the test below.

@@ -78,12 +78,17 @@ def test_decoder_help_and_a_decode_print_no_start_up_line(tiny_model_dir):
                             env=_env(), timeout=300)
   assert help_run.returncode == 0 and "--verbose" in help_run.stdout
   assert help_run.stderr == ""
+  # stdin to stdout (the decoder's own test of it, tests/test_decoder.py, uses this run): a line
+  # per input line, the empty line empty, with return_beams each line's 3 beams.
   decode = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={model_dir}",
-                           "--decode_hparams=beam_size=2"], input="A man is riding a bike .\n",
+                           "--decode_hparams=beam_size=3,return_beams=true"],
+                          input="A man is riding a bike .\n\nA woman .\n",
                           capture_output=True, text=True, env=_env(), timeout=600)
   assert decode.returncode == 0, decode.stderr
-  assert len(decode.stdout.splitlines()) == 1
-  assert "decoding 1 records" in decode.stderr   # the command's own message
+  rows = decode.stdout.split("\n")[:-1]
+  assert len(rows) == 3 and rows[1] == ""
+  assert len(rows[0].split("\t")) == len(rows[2].split("\t")) == 3
+  assert "decoding 3 records" in decode.stderr   # the command's own message
   assert not [m for m in MARKERS if m in decode.stderr], decode.stderr
   # --verbose shows TensorFlow's lines again (on this CPU machine TensorFlow prints some of them).
   verbose = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={model_dir}", "--verbose",

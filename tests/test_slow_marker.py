@@ -1,6 +1,7 @@
 """The fast subset stays honest: every file and test that tests/conftest.py marks slow exists
 (a renamed file would silently move its slow tests into `-m "not slow"`), and the marker is
-applied to them and to nothing else."""
+applied to them and to nothing else. The files conftest.py runs first (LONGEST_FIRST) exist and
+come first."""
 
 import pathlib
 import re
@@ -19,6 +20,12 @@ def test_slow_lists_name_existing_files_and_tests():
     assert re.search(rf"^def {test_name}\(", text, re.M), f"SLOW_TESTS names a missing test: {test_id}"
 
 
+def test_longest_first_names_existing_files_once():
+  assert len(set(conftest.LONGEST_FIRST)) == len(conftest.LONGEST_FIRST)
+  for name in conftest.LONGEST_FIRST:
+    assert (TESTS / name).is_file(), f"LONGEST_FIRST names a missing file: {name}"
+
+
 def test_marker_follows_the_lists(request):
   session_items = request.session.items
   by_file = {}
@@ -28,3 +35,32 @@ def test_marker_follows_the_lists(request):
   for name, marks in by_file.items():
     if name in conftest.SLOW_FILES:
       assert all(marks), name
+
+
+def _files_in_order(items):
+  return list(dict.fromkeys(item.path.name for item in items))
+
+
+def _assert_longest_first(files):
+  listed = [name for name in files if name in conftest.LONGEST_FIRST]
+  assert files[:len(listed)] == listed
+  assert listed == [name for name in conftest.LONGEST_FIRST if name in listed]
+
+
+def test_longest_files_come_first_in_their_order(request):
+  _assert_longest_first(_files_in_order(request.session.items))  # this run's (maybe a few files)
+
+  class Item:  # what the hook reads of a test
+    def __init__(self, file_name, name):
+      self.path, self.name, self.marks = TESTS / file_name, name, []
+
+    def add_marker(self, mark):
+      self.marks.append(mark)
+
+  names = ["test_adam.py", conftest.LONGEST_FIRST[3], "test_hparams.py", conftest.LONGEST_FIRST[0],
+           "test_vocab.py", conftest.LONGEST_FIRST[3]]
+  items = [Item(name, f"test_{i}") for i, name in enumerate(names)]
+  conftest.pytest_collection_modifyitems(request.config, items)
+  conftest.pytest_collection_modifyitems_longest_first(items)
+  assert [item.name for item in items] == ["test_3", "test_1", "test_5", "test_0", "test_2", "test_4"]
+  _assert_longest_first(_files_in_order(items))

@@ -1,5 +1,7 @@
-"""The trainer: distribution, resuming after SIGKILL, averaging, refusing bad input (what training
-reaches: tests/test_training_outcomes.py)."""
+"""The trainer: resuming after SIGKILL, averaging, refusing bad input (what training reaches:
+tests/test_training_outcomes.py; several devices and workers against one device:
+tests/test_data_parallel.py; the trainer command on two worker processes:
+tests/test_end_to_end.py::test_wmt14_multiworker_recipe_runs_in_dry_run)."""
 
 import os
 import signal
@@ -13,6 +15,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import model_dir
+from t2t_lite.bin import trainer
 from t2t_lite.hparams import get_hparams
 from t2t_lite.problems import get_problem
 from t2t_lite.training import average, train_loop
@@ -23,23 +26,25 @@ MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_si
          "max_length=16,eval_bleu_examples=0")
 
 
-def _run(args, env=None):
-  """The trainer command, run to its end (no deadline: a slow machine is not a failure)."""
-  env = dict(os.environ, **(env or {}))
-  return subprocess.run([sys.executable, "-m", "t2t_lite.bin.trainer", *args], capture_output=True,
-                        text=True, env=env)
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory):
+  """The model directory of the copy task trained 6 updates, a checkpoint every 2."""
+  root = tmp_path_factory.mktemp("copy_run")
+  out = str(root / "run")
+  train_loop.train_and_evaluate(get_problem("algorithmic_copy"), get_hparams(TINY, MICRO), out,
+                                str(root / "data"), train_steps=6, eval_steps=0, save_checkpoints_steps=2)
+  return out
 
 
-def test_checkpoint_restores_every_model_variable(tmp_path):
-  problem = get_problem("algorithmic_copy")
-  out = str(tmp_path / "run")
-  train_loop.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, str(tmp_path / "data"),
-                             train_steps=3, eval_steps=0, save_checkpoints_steps=3)
-  _, restored, _ = model_dir.restore_model(out)
+def test_checkpoint_restores_every_model_variable(copy_run):
+  out = copy_run
+  _, restored, path = model_dir.restore_model(out)
+  assert path.endswith("ckpt-6")
   reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(out))
   saved = {n for n in reader.get_variable_to_shape_map() if n.startswith("model/")}
   assert len(saved) == len(restored.weights)
-  fresh = model_dir.build_model(get_hparams(TINY, MICRO), problem.get_vocab(None).vocab_size)
+  fresh = model_dir.build_model(get_hparams(TINY, MICRO),
+                                get_problem("algorithmic_copy").get_vocab(None).vocab_size)
   differs = [not np.array_equal(a, b) for a, b in zip(fresh.get_weights(), restored.get_weights())]
   assert sum(differs) >= len(differs) - 4  # all but maybe a few untouched (e.g. LayerNorm) weights
 
@@ -59,11 +64,8 @@ def test_hparams_json_records_overrides_and_refuses_other_hparams(tmp_path):
   assert model_dir.read_model_dir(out)[1].hidden_size == 64
 
 
-def test_checkpoint_averaging_is_the_elementwise_mean(tmp_path):
-  problem = get_problem("algorithmic_copy")
-  out, data = str(tmp_path / "run"), str(tmp_path / "data")
-  train_loop.train_and_evaluate(problem, get_hparams(TINY, MICRO), out, data, train_steps=6,
-                             eval_steps=0, save_checkpoints_steps=2)
+def test_checkpoint_averaging_is_the_elementwise_mean(copy_run, tmp_path):
+  out = copy_run
   paths = average.last_checkpoints(out, 3)
   assert [p.rsplit("-", 1)[1] for p in paths] == ["2", "4", "6"]
   prefix = average.average_checkpoints(out, str(tmp_path / "avg"), 3)
@@ -111,16 +113,30 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
   assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
-def test_cli_errors_exit_2_with_suggestions(tmp_path):
-  result = _run(["--problem=algorithmic_revers", f"--output_dir={tmp_path}"])
-  assert result.returncode == 2 and "Did you mean 'algorithmic_reverse'" in result.stderr
-  result = _run(["--problem=algorithmic_reverse", "--hparams=bgi", f"--output_dir={tmp_path}"])
-  assert result.returncode == 2 and "Did you mean 'big'" in result.stderr
-  result = _run(["--problem=algorithmic_reverse", "--hparams=big,hiden_size=3", f"--output_dir={tmp_path}"])
-  assert result.returncode == 2 and "hidden_size" in result.stderr
-  result = _run(["--registry_help"])
-  assert result.returncode == 0
-  assert "translate_ende" in result.stdout and "transformer_big" in result.stdout
+def _main(argv, capsys):
+  """The trainer command in this process (its command-line form, with a real process, is
+  tests/test_t2t_commands.py::test_registry_help_into_head_ends_quietly): (exit status, out, err)."""
+  try:
+    status = trainer.main(argv)
+  except SystemExit as e:
+    status = e.code
+  captured = capsys.readouterr()
+  return status, captured.out, captured.err
+
+
+def test_cli_errors_exit_2_with_suggestions(tmp_path, capsys):
+  status, _, err = _main(["--problem=algorithmic_revers", f"--output_dir={tmp_path}"], capsys)
+  assert status == 2 and "Did you mean 'algorithmic_reverse'" in err
+  status, _, err = _main(["--problem=algorithmic_reverse", "--hparams=bgi", f"--output_dir={tmp_path}"],
+                         capsys)
+  assert status == 2 and "Did you mean 'big'" in err
+  status, _, err = _main(["--problem=algorithmic_reverse", "--hparams=big,hiden_size=3",
+                          f"--output_dir={tmp_path}"], capsys)
+  assert status == 2 and "hidden_size" in err
+  assert not os.listdir(tmp_path)  # refused before anything was written
+  status, out, _ = _main(["--registry_help"], capsys)
+  assert status == 0
+  assert "translate_ende" in out and "transformer_big" in out
 
 
 def _checkpoint_step(folder):
@@ -128,7 +144,7 @@ def _checkpoint_step(folder):
   return int(latest.rsplit("-", 1)[1]) if latest else 0
 
 
-def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path):
+def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path, capsys):
   """Killed mid-training once checkpoint 40 exists (polled, no deadline: the first run asks for
   far more steps than it can reach before the kill, so no speed makes it finish first)."""
   out = tmp_path / "run"
@@ -149,9 +165,9 @@ def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path):
   killed_at = _checkpoint_step(out)
   assert killed_at >= 40 and killed_at % 20 == 0
   model_dir.restore_model(str(out))  # loadable after the kill
-  result = _run([*args, f"--train_steps={killed_at + 40}"])
-  assert result.returncode == 0, result.stdout + result.stderr
-  assert "resumed from" in result.stdout and f"at step {killed_at}" in result.stdout
+  status, out_text, err = _main([*args, f"--train_steps={killed_at + 40}"], capsys)  # the rerun
+  assert status == 0, out_text + err
+  assert "resumed from" in out_text and f"at step {killed_at}" in out_text
   assert _checkpoint_step(out) == killed_at + 40
 
 
@@ -187,7 +203,7 @@ BLOCKED_SAVE_SCRIPT = textwrap.dedent("""
 """)
 
 
-def test_kill_inside_a_checkpoint_save_keeps_the_previous_one_and_the_rerun_resumes(tmp_path):
+def test_kill_inside_a_checkpoint_save_keeps_the_previous_one_and_the_rerun_resumes(tmp_path, capsys):
   out = tmp_path / "run"
   args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
           f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=8",
@@ -212,74 +228,7 @@ def test_kill_inside_a_checkpoint_save_keeps_the_previous_one_and_the_rerun_resu
     assert tf.train.latest_checkpoint(str(out)).endswith(f"ckpt-{previous}")
     _, _, path = model_dir.restore_model(str(out))  # loadable
     assert path.endswith(f"ckpt-{previous}")
-  result = _run(args)
-  assert result.returncode == 0, result.stdout + result.stderr
-  assert f"resumed from {out / 'ckpt-4'} at step 4" in result.stdout
+  status, out_text, err = _main(args, capsys)  # the rerun, after the second kill
+  assert status == 0, out_text + err
+  assert f"resumed from {out / 'ckpt-4'} at step 4" in out_text
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
-
-
-MIRRORED_SCRIPT = textwrap.dedent("""
-    import sys, numpy as np, tensorflow as tf
-    cpu = tf.config.list_physical_devices("CPU")[0]
-    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from t2t_lite.hparams import get_hparams
-    from t2t_lite.training import train_loop
-    hp = get_hparams("transformer_tiny", sys.argv[1] + ",layer_prepostprocess_dropout=0,"
-                     "attention_dropout=0,relu_dropout=0")
-    rng = np.random.default_rng(0)
-    batches = [{"inputs": rng.integers(2, 30, (8, 7)).astype("int32"),
-                "targets": rng.integers(0, 30, (8, 9)).astype("int32")} for _ in range(3)]
-    for b in batches:
-      b["targets"][:, -2:] = 0  # some padding: the global token count must be used
-    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    one = train_loop.Trainer(hp, 32, sys.argv[2] + "/one")
-    two = train_loop.Trainer(hp, 32, sys.argv[2] + "/two", strategy=strategy)
-    two.model.set_weights(one.model.get_weights())
-    stacked = {k: np.stack([b[k] for b in batches]) for k in batches[0]}
-    dist = iter(strategy.experimental_distribute_dataset(
-        tf.data.Dataset.from_tensor_slices(stacked).unbatch().batch(8)))
-    for b in batches:
-      l1, _ = one.train_step(b)
-      l2, _ = two.train_step(next(dist))
-      print("loss", float(l1), float(l2))
-      assert abs(float(l1) - float(l2)) < 1e-5 * max(1, abs(float(l1))), (float(l1), float(l2))
-    for x, y in zip(one.model.get_weights(), two.model.get_weights()):
-      np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-6)
-    print("replicas", strategy.num_replicas_in_sync, "OK")
-""")
-
-
-def test_mirrored_strategy_equals_one_device(tmp_path):
-  result = subprocess.run([sys.executable, "-c", MIRRORED_SCRIPT, MICRO, str(tmp_path)],
-                          capture_output=True, text=True)
-  assert result.returncode == 0, result.stdout + result.stderr
-  assert "replicas 2 OK" in result.stdout
-
-
-def test_multi_worker_trains_and_chief_writes_checkpoint(tmp_path, worker_envs):
-  out = tmp_path / "run"
-  args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
-          f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=4",
-          "--save_checkpoints_steps=2", "--eval_steps=0", "--log_every=1"]
-  logs = [tmp_path / f"worker_{i}.log" for i in range(2)]
-  with open(logs[0], "w") as log_0, open(logs[1], "w") as log_1:
-    procs = [subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args], env=env,
-                              stdout=log, stderr=subprocess.STDOUT)
-             for env, log in zip(worker_envs(2), (log_0, log_1))]
-    # No deadline: wait for both; a worker that fails ends the other (which would wait for it).
-    while any(p.poll() is None for p in procs):
-      if any(p.poll() not in (None, 0) for p in procs):
-        for p in procs:
-          p.kill()
-      time.sleep(0.2)
-  outputs = [log.read_text() for log in logs]
-  assert all(p.returncode == 0 for p in procs), "\n\n".join(outputs)
-  assert tf.train.latest_checkpoint(str(out)).endswith("-4")
-  assert "saved" in outputs[0]
-  # Worker 1 saved what it holds to its own folder: the same weights as the chief's checkpoint.
-  readers = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(folder)))
-             for folder in (out, out / ".worker_1")]
-  names = [n for n in readers[0].get_variable_to_shape_map() if n.startswith("model/")]
-  assert len(names) > 10 and readers[1].get_variable_to_shape_map().keys() >= set(names)
-  for name in names:
-    np.testing.assert_array_equal(readers[0].get_tensor(name), readers[1].get_tensor(name))
