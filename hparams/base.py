@@ -145,6 +145,9 @@ class DecodeHParams:
   top_k: int = 0                           # with sampling: keep the k most likely tokens; 0: all
   seed: int = 1234                         # with sampling: the same seed gives the same samples
   xla: bool = True                         # compile the search loop with XLA (see docs/performance.md)
+  # Grow the self-attention cache in phases of 16, 32, 64, ... positions (the same outputs, the
+  # early steps faster; see docs/performance.md); false: one cache for the longest output.
+  cache_phases: bool = True
   constrained: bool = True                 # use the problem's decoding constraint, if it has one
 
   def replace(self, **changes) -> "DecodeHParams":

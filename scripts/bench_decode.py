@@ -5,6 +5,8 @@
     python scripts/bench_decode.py --top_k                  # only the beam search's candidate top-k
     python scripts/bench_decode.py --gemv                   # only base's batch-1 matrix-vector products
     python scripts/bench_decode.py --smoke                  # seconds: tiny, batch 1, length 4 (a test)
+    python scripts/bench_decode.py --model_dir=DIR --lines=FILE [--cache_phases_only]
+                                                            # a trained model on real lines
 
 Random weights; every source has 30 tokens and every output exactly 30 (EOS is masked out and
 `extra_length=0`, so each sentence runs to its length limit): the work is fixed, as in
@@ -48,7 +50,7 @@ from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID
 
 SMOKE = ["--shapes", "tiny", "--batches", "1", "--length", "4", "--repeats", "1", "--rounds", "1",
-         "--min_seconds", "0", "--bandwidth_gib", "0.01"]
+         "--min_seconds", "0", "--bandwidth_gib", "0.01", "--num_lines", "24"]
 UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
 
 
@@ -411,12 +413,113 @@ def bench_gemv(repeats=30):
           flush=True)
 
 
+class StepCounter:
+  """The model with a counter of its `decode_step` calls: every search calls it once per step
+  (for all the sentences of a batch at once), so `steps` read after a batch is the steps it ran."""
+
+  def __init__(self, model):
+    self.model = model
+    self.steps = tf.Variable(0, dtype=tf.int64, trainable=False)
+
+  def decode_step(self, *args, **kwargs):
+    logits, cache = self.model.decode_step(*args, **kwargs)
+    with tf.control_dependencies([self.steps.assign_add(1)]):
+      return tf.identity(logits), cache
+
+  def __getattr__(self, name):  # encode, init_cache, config, vocab_size, ...
+    return getattr(self.model, name)
+
+
+def cache_phase_runs(args, lines):
+  """The decoder's in-process search (`Translator`, the problem's decode defaults, batches of
+  --batch sentences sorted by length and padded to the width buckets) with the self-attention
+  cache grown in phases (`cache_phases=true`, the default) and with one cache for the longest
+  output (`cache_phases=false`), timed in the same interleaved rounds (--rounds), each batch's
+  best time kept; a third, untimed pass counts each batch's steps (`StepCounter`). Prints the
+  outputs compared, per batch shape the first call's excess over the best (its compilation,
+  roughly), and per width bucket the steps run and the ms per step of each.
+
+  Returns ({row name: (seconds, outputs)} for the main table, the one-phase search's outputs).
+  """
+  from t2t_lite import model_dir as model_dir_lib  # pylint: disable=import-outside-toplevel
+  from t2t_lite.data.vocab import strip_ids  # pylint: disable=import-outside-toplevel
+  from t2t_lite.decoding.translator import Translator, encode_sources  # pylint: disable=import-outside-toplevel
+  _, model, _ = model_dir_lib.restore_model(args.model_dir)
+  vocab = model_dir_lib.load_vocab(args.model_dir)
+  problem = model_dir_lib.find_problem(model_dir_lib.read_record(args.model_dir)["problem"])
+  defaults = model_dir_lib.decode_defaults(problem).replace(batch_size=args.batch)
+  constraint = model_dir_lib.decode_constraint(args.model_dir, vocab, defaults)
+  quiet = lambda _: None  # noqa: E731  (long lines are truncated as the decoder does)
+  names = {True: "t2t_lite search, cache in phases", False: "t2t_lite search, one cache phase"}
+  translators = {phases: Translator(model, vocab, defaults.replace(cache_phases=phases), warn=quiet,
+                                    constraint=constraint) for phases in names}
+  counter = StepCounter(model)
+  counting = Translator(counter, vocab, defaults, warn=quiet, constraint=constraint)
+  sources = encode_sources(vocab, lines, counting.limit, warn=quiet)
+  order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+  size = counting.batch_sizes[-1]
+  chunks = [order[start:start + size] for start in range(0, len(order), size)]
+  shapes = [counting.batch_shape(len(c), max(len(sources[i]) for i in c)) for c in chunks]
+
+  def translate(phases):
+    """(outputs, seconds of each batch), the batches as `Translator.translate_ids` makes them."""
+    outputs, seconds = [""] * len(lines), []
+    for chunk in chunks:
+      start = time.perf_counter()
+      beams = translators[phases].translate_ids([sources[i] for i in chunk])
+      seconds.append(time.perf_counter() - start)
+      for i, line_beams in zip(chunk, beams):
+        outputs[i] = vocab.decode(line_beams[0][0])
+    return outputs, seconds
+
+  first = {phases: translate(phases)[1] for phases in names}  # compiles every shape once
+  best = {phases: list(first[phases]) for phases in names}
+
+  def timed(phases):
+    outputs, seconds = translate(phases)
+    best[phases] = [min(a, b) for a, b in zip(best[phases], seconds)]
+    return outputs
+  timings = interleaved({phases: lambda _, p=phases: timed(p) for phases in names}, args.rounds,
+                        warm_up=0)
+  steps, longest = [], []
+  for chunk in chunks:
+    counter.steps.assign(0)
+    beams = counting.translate_ids([sources[i] for i in chunk])
+    steps.append(int(counter.steps.numpy()))
+    longest.append(max(len(strip_ids(line_beams[0][0])) + 1 for line_beams in beams))
+  same = sum(a == b for a, b in zip(timings[True].result, timings[False].result))
+  print(f"cache in phases: outputs identical to one cache phase's: {same}/{len(lines)} lines")
+  print("| batch shape | first call - best call, s (compiling, roughly): cache in phases | "
+        "one cache phase |")
+  print("|---|---|---|")
+  for shape in dict.fromkeys(shapes):
+    n = shapes.index(shape)
+    print(f"| {shape[0]} x {shape[1]} | {first[True][n] - best[True][n]:.1f} | "
+          f"{first[False][n] - best[False][n]:.1f} |", flush=True)
+  print("| width bucket | batches | steps run (fewest-most a batch) | longest output (EOS included) "
+        "| ms/step, cache in phases | ms/step, one cache phase | one phase / phases |")
+  print("|---|---|---|---|---|---|---|")
+  for width in sorted({w for _, w in shapes}):
+    numbers = [n for n, (_, w) in enumerate(shapes) if w == width]
+    total = sum(steps[n] for n in numbers)
+    ms = {p: 1000 * sum(best[p][n] for n in numbers) / max(total, 1) for p in names}
+    print(f"| {width} | {len(numbers)} | {total} ({min(steps[n] for n in numbers)}-"
+          f"{max(steps[n] for n in numbers)}) | {max(longest[n] for n in numbers)} | "
+          f"{ms[True]:.1f} | {ms[False]:.1f} | {ms[False] / ms[True]:.2f}x |", flush=True)
+  rows = {f"{names[p]} (in process, best round, batches of {args.batch})": (timings[p].seconds,
+                                                                             timings[p].result)
+          for p in names}
+  return rows, timings[False].result
+
+
 def bench_model_dir(args):
   """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up
   included), its SavedModel in a default process (load, then translating the lines in file-order
   batches of --batch, best of --rounds), and the exporter's CTranslate2 float32 and int8 models
-  (ctranslate2 + sentencepiece only, the recorded beam and length penalty); outputs compared with
-  the decoder's, and sacreBLEU against --references when given."""
+  (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
+  search with and without cache phases (`cache_phase_runs`); outputs compared with the
+  decoder's (with --cache_phases_only, the phases alone, compared with the one-phase search's),
+  and sacreBLEU against --references when given."""
   from t2t_lite.export import ctranslate2 as ct2_export  # pylint: disable=import-outside-toplevel
   from t2t_lite.export import saved_model  # pylint: disable=import-outside-toplevel
   os.makedirs(args.workdir, exist_ok=True)
@@ -427,6 +530,10 @@ def bench_model_dir(args):
     f.writelines(line + "\n" for line in lines)
   print(cpu_description())
   print(f"{args.model_dir}: {len(lines)} lines of {args.lines}; the problem's decode defaults")
+  phase_rows, one_phase_outputs = cache_phase_runs(args, lines)
+  if args.cache_phases_only:
+    print_model_dir_rows(args, lines, phase_rows, one_phase_outputs, "the one-phase search's")
+    return
   decoded = os.path.join(args.workdir, "decoder.txt")
   command = os.path.join(os.path.dirname(sys.executable), "t2t-lite-decoder")
   start = time.perf_counter()
@@ -474,7 +581,13 @@ def bench_model_dir(args):
         return out
       timing = interleaved({"ct2": translate}, args.rounds)["ct2"]
       rows[f"CTranslate2 {quantization} (translation only, best round)"] = (timing.seconds, timing.result)
-  print("| decoding | sentences/s | seconds | outputs identical to the decoder's | sacreBLEU |")
+  rows.update(phase_rows)
+  print_model_dir_rows(args, lines, rows, reference_outputs, "the decoder's")
+
+
+def print_model_dir_rows(args, lines, rows, reference_outputs, reference_name):
+  """The main table of `bench_model_dir`: {name: (seconds, outputs)} against the reference."""
+  print(f"| decoding | sentences/s | seconds | outputs identical to {reference_name} | sacreBLEU |")
   print("|---|---|---|---|---|")
   references = None
   if args.references:
@@ -509,6 +622,9 @@ def parse_args(argv=None):
   parser.add_argument("--references", default=None, help="reference lines for sacreBLEU (--model_dir)")
   parser.add_argument("--num_lines", type=int, default=1000, help="the first this many --lines")
   parser.add_argument("--batch", type=int, default=64, help="SavedModel / CTranslate2 batch (--model_dir)")
+  parser.add_argument("--cache_phases_only", action="store_true",
+                      help="with --model_dir: only the in-process search with and without cache "
+                           "phases (no decoder command, SavedModel or CTranslate2)")
   parser.add_argument("--no_saved_model", action="store_true",
                       help="skip the SavedModel in a default process (a subprocess, clean environment)")
   parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))

@@ -51,3 +51,21 @@ def test_bench_decode_smoke():
   for name in ("float32, greedy", "float32, beam 4", "int8, greedy", "int8, beam 4"):
     assert rate(output, f"| tiny | 1 | CTranslate2 {name}") > 0  # the exporter's models
   assert "greedy outputs identical to CTranslate2's | 1/1 sentences" in output
+
+
+def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
+  """`--model_dir --cache_phases_only`: the search with and without cache phases on real lines,
+  in one interleaved run: both rows, the outputs compared, steps and ms/step per width bucket."""
+  model_dir, _ = tiny_model_dir
+  output = run_script("bench_decode.py", f"--model_dir={model_dir}",
+                      f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--cache_phases_only")
+  assert "outputs identical to one cache phase's: 24/24 lines" in output
+  for name in ("cache in phases", "one cache phase"):
+    row = re.search(re.escape(f"| t2t_lite search, {name} (in process, best round, batches of 64) | ")
+                    + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
+    assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
+  # Per width bucket (24 lines: one batch of width 16 or 32): steps run and both ms/step.
+  buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|",
+                       output, re.MULTILINE)
+  assert buckets and sum(int(b[1]) for b in buckets) == 1, output
+  assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output

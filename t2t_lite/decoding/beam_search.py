@@ -3,7 +3,8 @@
 Pure functions over an explicit `BeamState`, written with `keras.ops` only, with buffers
 preallocated to their final shape (no shape changes from step to step), so the same code runs
 eagerly, inside `tf.function` (e.g. in an exported SavedModel, where batch and length may be
-unknown) and under `jax.jit`. The model is reached through one callback:
+unknown) and under `jax.jit`. The cache alone may grow, in phases (`cache_lengths`; see
+`sampling.run_phases`): one loop per static length. The model is reached through one callback:
 
     symbols_to_logits_fn(ids [batch * beam] int32, step [] int32, cache)
         -> (logits [batch * beam, vocab], new_cache)
@@ -37,8 +38,8 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
-from t2t_lite.decoding.sampling import (NEG_INF, checked_constraint_state, decode_limits,
-                                        greedy_search, write_at)
+from t2t_lite.decoding.sampling import (NEG_INF, check_cache_phases, checked_constraint_state,
+                                        decode_limits, greedy_search, run_phases, write_at)
 from t2t_lite.token_ids import EOS_ID, START_ID
 
 
@@ -301,12 +302,13 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                     max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
-                    constraint=None, constraint_state=None):
+                    constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
   """
   _check_arguments(batch_size, beam_size, vocab_size, max_decode_length)
+  check_cache_phases(cache_lengths, extend_cache, max_decode_length)
   limits = decode_limits(decode_lengths, batch_size, max_decode_length)          # [batch]
 
   def body(state):
@@ -319,13 +321,12 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
 
   state = init_state(initial_cache, batch_size, beam_size, max_decode_length,
                      checked_constraint_state(constraint, constraint_state))
-  (state,) = ops.while_loop(cond, body, (state,))
-  return state
+  return run_phases(cond, body, state, cache_lengths, extend_cache)
 
 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                 max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
-                constraint=None, constraint_state=None):
+                constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -344,6 +345,10 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
     stop_early: stop a sentence once its best hypotheses are provably found (T2T's bound).
     constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`. The state
       ([batch, ...]) is tiled to the beams and reordered with them.
+    cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`):
+      increasing Python ints ending at max_decode_length (`initial_cache` holds the first), and
+      `extend_cache(cache, length)` (cache [batch * beam, ...]), which grows it to the next.
+      The early steps then gather and attend over a short cache; the results are the same.
 
   Returns:
     ids [batch, beam, max_decode_length] int32, best first, 0 (PAD) after EOS, and scores
@@ -356,9 +361,10 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
     _check_arguments(batch_size, beam_size, vocab_size, max_decode_length)
     ids, scores = greedy_search(symbols_to_logits_fn, initial_cache, batch_size,
                                 max_decode_length, eos_id, decode_lengths, constraint,
-                                constraint_state)
+                                constraint_state, cache_lengths, extend_cache)
     return ids[:, None, :], scores[:, None]                      # [batch, 1, L], [batch, 1]
   return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
-                                  stop_early, constraint, constraint_state),
+                                  stop_early, constraint, constraint_state, cache_lengths,
+                                  extend_cache),
                   fill_with_alive=constraint is None)

@@ -14,6 +14,10 @@ tokens each sentence may write before the token is picked. Everything is `keras.
 buffers preallocated to their final shape, so the loop runs eagerly, inside `tf.function`
 (TensorFlow backend, e.g. in an exported SavedModel) and under `jax.jit`.
 
+The cache may grow in phases (`cache_lengths`, `extend_cache`; see `run_phases`, shared with the
+beam search): one loop per static cache length, so early steps attend over (and beam search
+reorders) a short cache rather than one sized for the longest output.
+
 Example, a "model" that always prefers token 2 and then EOS (1):
 
     >>> def fn(ids, step, cache):
@@ -63,13 +67,76 @@ def write_at(ids, position, tokens):
   return ops.where(hit, ops.expand_dims(tokens, -1), ids)              # [..., length]
 
 
+FIRST_CACHE_LENGTH = 16
+
+
+def cache_phases(max_decode_length, first=FIRST_CACHE_LENGTH):
+  """The cache lengths a search grows through: `first`, doubling, then `max_decode_length`.
+
+  A length is kept only if the next phase is at least half again as long (no tiny last phase):
+  66 -> (16, 32, 66), 114 -> (16, 32, 64, 114), 306 -> (16, 32, 64, 128, 306), 20 -> (20,).
+  A tensor `max_decode_length` (a length unknown when the search is traced) gives None: one
+  phase, the caller's cache as it is.
+  """
+  if not isinstance(max_decode_length, int):
+    return None
+  lengths, length = [], first
+  while 3 * length <= 2 * max_decode_length:
+    lengths.append(length)
+    length *= 2
+  return tuple(lengths) + (max_decode_length,)
+
+
+def check_cache_phases(cache_lengths, extend_cache, max_decode_length):
+  """Explains bad `cache_lengths` / `extend_cache` arguments of the searches (see `run_phases`)."""
+  if cache_lengths is None:
+    return
+  lengths = tuple(cache_lengths)
+  if (not lengths or not all(isinstance(n, int) and n >= 1 for n in lengths)
+      or list(lengths) != sorted(set(lengths))):
+    raise ValueError(f"cache_lengths must be increasing Python ints >= 1, got {cache_lengths!r}")
+  if not isinstance(max_decode_length, int) or lengths[-1] != max_decode_length:
+    raise ValueError(f"cache_lengths must end at max_decode_length (a Python int), got "
+                     f"{cache_lengths!r} for {max_decode_length!r}; pass cache_lengths=None for "
+                     "one phase")
+  if len(lengths) > 1 and extend_cache is None:
+    raise ValueError("cache_lengths with more than one phase needs extend_cache(cache, length), "
+                     "which grows the cache to the next phase's length")
+
+
+def run_phases(cond, body, state, cache_lengths=None, extend_cache=None):
+  """`ops.while_loop(cond, body, (state,))`, with the cache grown in phases; returns the state.
+
+  `state` is a NamedTuple with `step` and `cache`. Without `cache_lengths`: one loop. With them
+  (increasing static lengths, the last the longest output; `state.cache` holds
+  `cache_lengths[0]` positions): one loop per length, each running while `cond` holds and the
+  step is below its length; between loops `extend_cache(cache, length)` grows the cache to the
+  next length (e.g. zeros appended to the self-attention keys and values, which the causal mask
+  hides as it hides the preallocated ones). Every step runs the same body on the same state
+  except for the cache's length, so the results are those of one loop, while the early steps
+  attend over (and beam search reorders) 16, 32, ... positions, not the longest output's. The
+  phases after the last step still run their `cond` once (and grow the cache): a few copies,
+  no step.
+  """
+  if cache_lengths is None:
+    (state,) = ops.while_loop(cond, body, (state,))
+    return state
+  for phase, length in enumerate(cache_lengths):
+    if phase:
+      state = state._replace(cache=extend_cache(state.cache, length))
+    (state,) = ops.while_loop(lambda s, length=length: (s.step < length) & cond(s), body,
+                              (state,))
+  return state
+
+
 def log_softmax(logits):
   """Normalised log-probabilities in float32, whatever dtype the model computes in."""
   return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [..., vocab]
 
 
 def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick_fn,
-                  eos_id=EOS_ID, decode_lengths=None, constraint=None, constraint_state=None):
+                  eos_id=EOS_ID, decode_lengths=None, constraint=None, constraint_state=None,
+                  cache_lengths=None, extend_cache=None):
   """Runs the decoding loop and returns the final `SamplingState` (with the number of steps run).
 
   Args:
@@ -77,6 +144,7 @@ def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
       the logits with the tokens the constraint forbids at -inf.
     Other arguments: see `greedy_search`.
   """
+  check_cache_phases(cache_lengths, extend_cache, max_decode_length)
   limits = decode_limits(decode_lengths, batch_size, max_decode_length)  # [batch]
 
   def body(state):
@@ -106,8 +174,7 @@ def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
       finished=ops.zeros((batch_size,), "bool"),                                    # [batch]
       cache=initial_cache,
       constraint=checked_constraint_state(constraint, constraint_state))
-  (state,) = ops.while_loop(cond, body, (state,))
-  return state
+  return run_phases(cond, body, state, cache_lengths, extend_cache)
 
 
 def checked_constraint_state(constraint, constraint_state):
@@ -120,7 +187,8 @@ def checked_constraint_state(constraint, constraint_state):
 
 
 def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, eos_id=EOS_ID,
-                  decode_lengths=None, constraint=None, constraint_state=None):
+                  decode_lengths=None, constraint=None, constraint_state=None, cache_lengths=None,
+                  extend_cache=None):
   """Greedy decoding: the most likely token at every step (T2T's `beam_size=1`).
 
   Args:
@@ -131,6 +199,9 @@ def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
     decode_lengths: optional int32 [batch]: each sentence's maximum output length, EOS
       included (input length + extra_length); a sentence that reaches it stops there.
     constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`.
+    cache_lengths, extend_cache: optional, the cache grown in phases (see `run_phases`):
+      increasing Python ints ending at max_decode_length (`initial_cache` holds the first),
+      and `extend_cache(cache, length)`, which grows the cache to the next. Same results.
 
   Returns:
     ids [batch, max_decode_length] int32 (0 after EOS) and scores [batch] float32: the sum of
@@ -138,13 +209,14 @@ def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
   """
   pick = lambda logits, step: ops.argmax(logits, axis=-1)  # [batch]
   state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
-                        eos_id, decode_lengths, constraint, constraint_state)
+                        eos_id, decode_lengths, constraint, constraint_state, cache_lengths,
+                        extend_cache)
   return state.ids[:, 1:], state.log_probs  # [batch, L], [batch]
 
 
 def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
                     temperature=1.0, top_k=0, seed=None, eos_id=EOS_ID, decode_lengths=None,
-                    constraint=None, constraint_state=None):
+                    constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None):
   """Sampling from the model's distribution at `temperature`, optionally among the `top_k` best.
 
   `temperature=0` is greedy decoding (T2T's `sampling_temperature=0`). All random numbers are
@@ -164,7 +236,8 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
     raise ValueError(f"top_k must be >= 0 (0 keeps all tokens), got {top_k}")
   if temperature == 0:
     return greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
-                         eos_id, decode_lengths, constraint, constraint_state)
+                         eos_id, decode_lengths, constraint, constraint_state, cache_lengths,
+                         extend_cache)
   uniform = keras.random.uniform((max_decode_length, batch_size), minval=1e-7, maxval=1.0,
                                  seed=seed)                              # [L, batch]
 
@@ -179,5 +252,6 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
     return ops.minimum(tokens, ops.shape(logits)[-1] - 1)                # [batch]
 
   state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
-                        eos_id, decode_lengths, constraint, constraint_state)
+                        eos_id, decode_lengths, constraint, constraint_state, cache_lengths,
+                        extend_cache)
   return state.ids[:, 1:], state.log_probs  # [batch, L], [batch]

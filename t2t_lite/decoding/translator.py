@@ -36,10 +36,13 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
   """Returns `search(source_ids [B, S] int32) -> (ids [B, beams, L] int32, scores [B, beams])`.
 
   `beams` is `beam_size` for beam search and 1 for greedy/sampling. Works in tf.function (and
-  so inside a SavedModel) with unknown B and S. The key/value cache is preallocated (static
-  shapes): for S + extra_length positions when the width S is static, else for the longest
+  so inside a SavedModel) with unknown B and S. The output buffers are preallocated (static
+  shapes) for S + extra_length positions when the width S is static, else for the longest
   allowed source (`source_limit`) + extra_length; each sentence still stops at its own
-  source length + extra_length.
+  source length + extra_length. The self-attention cache grows in phases (decode hparam
+  `cache_phases`, default on: 16, 32, 64, ... positions up to that length, see
+  `sampling.cache_phases`), zeros appended between phases (`extend_cache`); off, it is
+  preallocated for the longest output at once. The outputs are the same.
 
   `constraint`: optional, a decoding constraint whose state depends on the source
   (`initial_state(source_ids, decode_lengths)`, e.g. the parsing problems' `TreeConstraint`;
@@ -56,7 +59,10 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     width = source_ids.shape[1] if source_ids.shape[1] is not None else limit
     max_decode_length = min(width + dh.extra_length, max_position)                 # static
     decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [B]
-    growing, fixed = split_cache(model.init_cache(encoder_output, source_mask, max_decode_length))
+    cache_lengths = (sampling.cache_phases(max_decode_length) if dh.cache_phases
+                     else (max_decode_length,))
+    phases = {"cache_lengths": cache_lengths, "extend_cache": extend_cache}
+    growing, fixed = split_cache(model.init_cache(encoder_output, source_mask, cache_lengths[0]))
     # The source mask and memory keys/values are the same for every beam of a sentence: tiled
     # once here and captured by the loop body, never reordered by the beam search.
     fixed = search_lib.tile_to_beams(fixed, dh.beam_size) if dh.beam_size > 1 else fixed
@@ -75,16 +81,16 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     if dh.beam_size > 1:
       return search_lib.beam_search(
           symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
-          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained)
+          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases)
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
           top_k=dh.top_k, seed=dh.seed, eos_id=EOS_ID, decode_lengths=decode_lengths,
-          **constrained)
+          **constrained, **phases)
     else:
       ids, scores = sampling.greedy_search(symbols_to_logits, growing, batch, max_decode_length,
                                            eos_id=EOS_ID, decode_lengths=decode_lengths,
-                                           **constrained)
+                                           **constrained, **phases)
     return ops.expand_dims(ids, 1), ops.expand_dims(scores, 1)
 
   return search
@@ -100,6 +106,15 @@ def split_cache(cache):
   return ({name: layer["self"] for name, layer in layers.items()},
           {"source_mask": cache["source_mask"],
            "memory": {name: layer["memory"] for name, layer in layers.items()}})
+
+
+def extend_cache(growing, length):
+  """The growing cache (`split_cache`'s: self-attention {"k", "v"} [B, H, L, d] per layer) with
+  zero positions appended up to `length` (axis 2): the next phase of the search's cache. The
+  causal mask hides positions after the step, whatever they hold."""
+  def extend(t):
+    return ops.pad(t, [(0, 0), (0, 0), (0, length - t.shape[2]), (0, 0)])   # [B, H, length, d]
+  return keras.tree.map_structure(extend, growing)
 
 
 def join_cache(growing, fixed):
