@@ -6,8 +6,6 @@ on a random Transformer whose EOS logit rises with the step from a per-sentence 
 outputs of one padded batch end at mixed lengths on both sides of the phase boundaries (16, 32).
 """
 
-import importlib
-
 import keras
 import numpy as np
 import pytest
@@ -16,6 +14,7 @@ from keras import ops
 from t2t_lite.decoding.beam_search import beam_search, run_beam_search
 from t2t_lite.decoding.sampling import cache_phases, check_cache_phases, sampling_loop, sampling_search
 from t2t_lite.token_ids import EOS_ID
+from test_beam_search import compiled  # tf.function or jax.jit, as the backend compiles
 
 VOCAB = 10
 # Three sources of different lengths, padded (0) to one width; EOS (1) ends each.
@@ -66,16 +65,6 @@ def extend_self_attention(cache, length):
           "decoder": {name: {"self": {key: pad(t) for key, t in layer["self"].items()},
                              "memory": layer["memory"]}
                       for name, layer in cache["decoder"].items()}}
-
-
-def compiled(fn):
-  """The function as the backend compiles it: tf.function (TensorFlow) or jax.jit (JAX)."""
-  backend = keras.backend.backend()
-  if backend == "tensorflow":
-    return importlib.import_module("tensorflow").function(fn)
-  if backend == "jax":
-    return importlib.import_module("jax").jit(fn)
-  return fn
 
 
 def output_length(ids):
