@@ -132,9 +132,9 @@ def _link_checkpoint(prefix: str, directory: str) -> str:
     except OSError:
       shutil.copy2(path, target)
   prefix = os.path.join(directory, name)
-  # The `checkpoint` state file, written by the call tf.train.CheckpointManager makes: the path
-  # stored relative to `directory` (which is renamed after this), atomically. Its public
-  # tf.compat.v1.train.update_checkpoint_state stores absolute paths as given.
+  # TensorFlow's `checkpoint` state file, written atomically by the call CheckpointManager makes
+  # for its own: the path relative to `directory`, which is renamed after this. (The public
+  # tf.compat.v1.train.update_checkpoint_state is deprecated and keeps an absolute path absolute.)
   tf.__internal__.train.update_checkpoint_state(
       directory, prefix, all_model_checkpoint_paths=[prefix], save_relative_paths=True)
   return prefix
