@@ -238,7 +238,7 @@ def test_best_takes_any_improvement_the_patience_only_those_over_delta(tmp_path)
   assert resumed.update(10, {"score": 1.6}, checkpoint) and resumed.patience_from["step"] == 10
   assert not resumed.should_stop(15) and resumed.should_stop(16)
   np.testing.assert_array_equal(tf.train.load_checkpoint(best.read_best(str(tmp_path))["checkpoint"])
-                                .get_tensor("model/v/.ATTRIBUTES/VARIABLE_VALUE"), [1.6])
+                                .get_tensor("model/v/.ATTRIBUTES/VARIABLE_VALUE"), np.float32([1.6]))
 
 
 def test_several_workers_refuse_a_patience_only_on_a_chief_only_metric():
