@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+from unittest import mock
 
 import numpy as np
 import pytest
@@ -192,3 +193,65 @@ def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
   assert results["step"] == 8 and results["stopped_early"] == 8 and results["best_step"] == 4
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
   assert best.read_best(str(out))["step"] == 4
+
+
+@pytest.mark.parametrize("relative", [False, True])
+def test_best_checkpoint_state_is_tensorflows_and_relative(tmp_path, monkeypatch, relative):
+  """best/'s `checkpoint` file (linked or saved) is read by TensorFlow after the swap, and names
+  the checkpoint relative to best/: the temporary directory it was written in was renamed, and
+  the model directory itself may move."""
+  monkeypatch.chdir(tmp_path)
+  out = "model" if relative else str(tmp_path / "model")
+  os.makedirs(out)
+  variable = tf.Variable([1.0, 2.0])
+  checkpoint = tf.train.Checkpoint(model={"v": variable})
+  manager = tf.train.CheckpointManager(checkpoint, out, max_to_keep=1)
+  for step, saved in ((3, None), (4, manager.save(checkpoint_number=4))):  # saved here, then linked
+    path = best.write_best(out, checkpoint, step, {"metric": "loss", "value": 1.0}, saved=saved)
+    state = tf.train.get_checkpoint_state(os.path.join(out, "best"))
+    assert state.model_checkpoint_path == os.path.join(out, "best", f"ckpt-{step}") == path
+    assert list(state.all_model_checkpoint_paths) == [path]
+    assert tf.train.latest_checkpoint(os.path.join(out, "best")) == path
+  os.rename(tmp_path / "model", tmp_path / "moved")
+  moved = tmp_path / "moved" / "best"
+  assert tf.train.latest_checkpoint(str(moved)) == str(moved / "ckpt-4")
+  np.testing.assert_array_equal(tf.train.load_checkpoint(str(moved / "ckpt-4")).get_tensor(
+      "model/v/.ATTRIBUTES/VARIABLE_VALUE"), [1.0, 2.0])
+
+
+def test_best_takes_any_improvement_the_patience_only_those_over_delta(tmp_path):
+  """delta 0.5, patience 6, larger is better: 1.3 and 1.4 become best/ without restarting the
+  patience counted from 1.0 at step 2, so it runs out at step 8; a keeper resumed from best.json
+  counts from the same step, and 1.6 (+0.6 over 1.0) restarts it."""
+  variable = tf.Variable([0.0])
+  checkpoint = tf.train.Checkpoint(model={"v": variable})
+  settings = best.EarlyStopping("score", False, patience=6, delta=0.5)
+  keeper = best.BestKeeper(str(tmp_path), settings)
+  for step, score, is_best in ((2, 1.0, True), (4, 1.3, True), (6, 1.2, False), (8, 1.4, True)):
+    variable.assign([score])
+    assert keeper.update(step, {"score": score}, checkpoint) == is_best, step
+    assert keeper.patience_from["step"] == 2 and keeper.should_stop(step) == (step == 8), step
+  assert keeper.best["step"] == best.read_best(str(tmp_path))["step"] == 8
+  resumed = best.BestKeeper(str(tmp_path), settings)
+  assert resumed.patience_from == {"step": 2, "value": 1.0} and resumed.should_stop(8)
+  variable.assign([1.6])
+  assert resumed.update(10, {"score": 1.6}, checkpoint) and resumed.patience_from["step"] == 10
+  assert not resumed.should_stop(15) and resumed.should_stop(16)
+  np.testing.assert_array_equal(tf.train.load_checkpoint(best.read_best(str(tmp_path))["checkpoint"])
+                                .get_tensor("model/v/.ATTRIBUTES/VARIABLE_VALUE"), np.float32([1.6]))
+
+
+def test_several_workers_refuse_a_patience_only_on_a_chief_only_metric():
+  """Dev BLEU is decoded on the chief only: a patience on it (given, or the default where BLEU is
+  decoded) would stop the workers at different steps. Without BLEU the default is the dev loss."""
+  several = mock.Mock(spec=tf.distribute.MultiWorkerMirroredStrategy)   # only its type is looked at
+  decodes_bleu = lambda model: {"bleu": 0.0}  # noqa: E731
+  for settings, evaluate_fn in ((best.EarlyStopping(patience=4), None),          # loss: every worker
+                                (best.EarlyStopping("loss", patience=4), decodes_bleu),
+                                (best.EarlyStopping(), decodes_bleu)):            # no patience
+    train_loop.check_early_stopping(several, settings, evaluate_fn)
+  for settings in (best.EarlyStopping(patience=4), best.EarlyStopping("bleu", patience=4)):
+    with pytest.raises(ValueError, match="--eval_early_stopping_metric to one of loss, nll"):
+      train_loop.check_early_stopping(several, settings, decodes_bleu)
+  train_loop.check_early_stopping(tf.distribute.get_strategy(), best.EarlyStopping(patience=4),
+                                  decodes_bleu)   # one worker: BLEU is everyone's

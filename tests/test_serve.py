@@ -27,7 +27,7 @@ from starlette.testclient import TestClient
 from t2t_lite.bin import decoder as decoder_cli
 from t2t_lite.bin import exporter as exporter_cli
 from t2t_lite.bin import serve as serve_cli
-from t2t_lite.decoding import attention_pictures
+from t2t_lite.decoding import attention_pictures, buckets
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.serving import app as app_lib
 from t2t_lite.serving import backends, rest
@@ -556,6 +556,23 @@ def test_saved_model_warm_up_runs_each_bucket(exported):
   assert lines[0].startswith("warm-up 1/1: batch 2 x 15 words ready in ")
   assert lines[1].startswith("warm-up: 1 shape in ")
   assert not backends.SavedModelBackend(str(exported)).warms_up
+
+
+def test_saved_model_warm_up_stops_at_the_exports_source_limit(exported, backend, monkeypatch, tmp_path):
+  """The export records the width buckets its graph pads to, which stop at its source limit (a
+  wider warm-up would rerun the limit's shape); the model directory's translator (same model,
+  same max_input_size) warms up the same widths. An older export without that record falls back
+  to its decode hparams' max_input_size."""
+  limit = backend.translator.limit
+  assert limit < 1024
+  saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=1024)
+  sent = []
+  monkeypatch.setattr(saved, "decode", sent.append)   # the shapes only: nothing is decoded
+  assert saved.warm_up(lambda message: None) == [(2, w) for w in buckets.width_buckets(limit)]
+  assert [(len(s), len(s[0].split())) for s in sent] == [(2, w - 1) for w in buckets.width_buckets(limit)]
+  (tmp_path / "assets.extra").mkdir()   # an export written before shapes.json
+  assert backends._graph_width_buckets(str(tmp_path), {"max_input_size": 40}) == (16, 32, 40)
+  assert backends._graph_width_buckets(str(tmp_path), {"max_input_size": -1}) == buckets.WIDTH_BUCKETS
 
 
 # --- The command: flags, and SIGTERM with requests in flight. -------------------------------------

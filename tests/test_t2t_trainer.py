@@ -4,6 +4,7 @@ import json
 import os
 import shutil
 import types
+from unittest import mock
 
 import pytest
 import tensorflow as tf
@@ -70,6 +71,19 @@ def test_t2t_defaults_and_flags_reach_training(captured):
   assert captured("--use_tpu", "--cloud_tpu_name=my-tpu")["tpu"] == "my-tpu"
   assert captured("--use_tpu", "--master=grpc://10.0.0.2:8470")["tpu"] == "grpc://10.0.0.2:8470"
   assert captured("--worker_gpu=0")["worker_gpu"] == 0
+
+
+def test_several_workers_stop_early_only_on_a_metric_every_worker_computes(captured, monkeypatch, capsys):
+  """Dev BLEU is decoded on the chief only: a patience on the default metric is refused (status
+  2) where BLEU is decoded, and taken where it is not (the default is then the dev loss)."""
+  monkeypatch.setattr(distribute, "make_strategy", lambda worker_gpu, tpu: mock.Mock(
+      spec=tf.distribute.MultiWorkerMirroredStrategy))
+  assert captured("--eval_early_stopping_steps=4", "--no_eval_bleu")["early_stopping"].patience == 4
+  assert captured("--eval_early_stopping_steps=4", "--eval_early_stopping_metric=loss")["evaluate_fn"]
+  with pytest.raises(SystemExit, match="2"):
+    trainer.main(["--problem=translate_ende_multi30k", "--raw_data_dir=x", "--output_dir=x",
+                  "--eval_early_stopping_steps=4"])
+  assert "set --eval_early_stopping_metric to one of loss, nll" in capsys.readouterr().err
 
 
 def test_worker_flags_are_checked_against_tf_config(monkeypatch):

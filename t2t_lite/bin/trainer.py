@@ -111,7 +111,8 @@ def build_parser(argv=None):
                  help="stop when the metric has not improved for this many updates (T2T; "
                       "default: never stop early, but still keep OUTPUT_DIR/best)")
   p.add_argument("--eval_early_stopping_metric_delta", type=float, default=0.1,
-                 help="an improvement must exceed this, for best/ and for the patience (T2T)")
+                 help="the patience counts only improvements larger than this (T2T); "
+                      "OUTPUT_DIR/best takes any improvement")
   p.add_argument("--warm_start_from", default=None,
                  help="start a new --output_dir from another model's weights (T2T): its model "
                       "directory (latest checkpoint) or a checkpoint prefix; the run takes that "
@@ -233,8 +234,10 @@ def main(argv=None):
     with common.usage_errors():
       strategy = distribute.make_strategy(args.worker_gpu, tpu)
       distribute.check_supported(strategy, hparams)
+      training_only = args.schedule == "train"
+      if args.eval_steps and not training_only:
+        train_loop.check_early_stopping(strategy, early_stopping, evaluate_fn)
     flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
-    training_only = args.schedule == "train"
     results = train_loop.train_and_evaluate(
         problem, hparams, args.output_dir, data_dir=args.data_dir, train_steps=args.train_steps,
         eval_steps=0 if training_only else args.eval_steps,

@@ -18,8 +18,12 @@ import numpy as np
 import tensorflow as tf
 
 from t2t_lite.decoding.beam_search import length_penalty
-from t2t_lite.decoding.translator import WIDTH_STEP, encode_sources, source_limit
+from t2t_lite.decoding.translator import encode_sources, source_limit
 from t2t_lite.token_ids import EOS_ID, PAD_ID
+
+# Scoring pads each batch's sources and targets to multiples of this (a few traces; the search
+# pads to `buckets` instead).
+WIDTH_STEP = 8
 
 
 def _padded(rows, width):

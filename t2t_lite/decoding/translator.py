@@ -29,8 +29,6 @@ from t2t_lite.decoding import buckets, sampling
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
-WIDTH_STEP = 8   # teacher-forced scoring's width step (scoring.py); the search uses `buckets`
-
 
 def make_search_fn(model, decode_hparams, max_position, constraint=None):
   """Returns `search(source_ids [B, S] int32) -> (ids [B, beams, L] int32, scores [B, beams])`.

@@ -30,7 +30,7 @@ from t2t_lite import model_dir
 from t2t_lite.decoding import attention_pictures
 from t2t_lite.decoding import buckets
 from t2t_lite.decoding.translator import encode_sources, load_translator
-from t2t_lite.export.saved_model import DECODE_HPARAMS_FILE
+from t2t_lite.export.saved_model import DECODE_HPARAMS_FILE, SHAPES_FILE
 from t2t_lite.hparams import DecodeHParams
 
 SIGNATURES = ("serving_default", "nbest")
@@ -205,11 +205,8 @@ class SavedModelBackend:
       raise BackendError(f"{self.path} has no {missing} signature(s); export it with "
                          "t2t-lite-exporter (signatures serving_default and nbest)")
     self._nbest = self._loaded.signatures["nbest"]
-    hparams_file = os.path.join(self.path, "assets.extra", DECODE_HPARAMS_FILE)
-    self.decode_hparams = None
-    if os.path.exists(hparams_file):
-      with open(hparams_file, encoding="utf-8") as f:
-        self.decode_hparams = json.load(f)
+    self.decode_hparams = _read_extra(self.path, DECODE_HPARAMS_FILE)
+    self.width_buckets = _graph_width_buckets(self.path, self.decode_hparams)
 
   def signature_defs(self):
     """The SavedModel's own signature defs, as TF Serving's metadata API prints them."""
@@ -225,11 +222,12 @@ class SavedModelBackend:
     return self.warmup_max_width > 0
 
   def warm_up(self, log=lambda message: print(message, file=sys.stderr, flush=True)):
-    """Runs the `nbest` signature once per batch size and width bucket up to warmup_max_width,
-    with sentences of `width - 1` words "a" (one subword each with an English vocabulary, so
-    they fill that bucket; the graph's tokenizer is not reachable from here to make sure).
-    Returns the (batch, width) shapes."""
-    widths = [w for w in buckets.WIDTH_BUCKETS if w <= self.warmup_max_width]
+    """Runs the `nbest` signature once per batch size and width bucket of its graph up to
+    warmup_max_width (the buckets stop at the export's source limit), with sentences of
+    `width - 1` words "a" (one subword each with an English vocabulary, so they fill that
+    bucket; the graph's tokenizer is not reachable from here to make sure). Returns the
+    (batch, width) shapes."""
+    widths = [w for w in self.width_buckets if w <= self.warmup_max_width]
     return buckets.warm_up(self.batch_sizes, widths,
                            lambda rows, width: self.decode([" ".join(["a"] * (width - 1))] * rows),
                            log, lambda rows, width: f"batch {rows} x {width - 1} words")
@@ -250,6 +248,26 @@ class SavedModelBackend:
   def describe(self) -> dict:
     return {"backend": self.kind, "path": self.path, "problem": None, "parsing": False,
             "attention": False, "decode_hparams": self.decode_hparams}
+
+
+def _read_extra(path: str, name: str):
+  """The JSON file `name` of the SavedModel's assets.extra/, or None."""
+  extra = os.path.join(path, "assets.extra", name)
+  if not os.path.exists(extra):
+    return None
+  with open(extra, encoding="utf-8") as f:
+    return json.load(f)
+
+
+def _graph_width_buckets(path: str, decode_hparams: dict | None) -> tuple[int, ...]:
+  """The source widths the SavedModel's graph pads to, as its exporter recorded them; for an
+  export without that record (older ones), the buckets of its decode hparams' max_input_size
+  (the model's own limit, which may be lower, is not recorded there), else all of them."""
+  shapes = _read_extra(path, SHAPES_FILE)
+  if shapes is not None:
+    return tuple(shapes["width_buckets"])
+  limit = (decode_hparams or {}).get("max_input_size", 0)
+  return buckets.width_buckets(limit) if limit > 0 else buckets.WIDTH_BUCKETS
 
 
 def _message_to_dict(message):

@@ -1,11 +1,11 @@
 """Keep the best checkpoint, stop early (T2T's --eval_early_stopping_*, Keras' EarlyStopping).
 
-At each evaluation the trainer asks `BestKeeper.update` whether the evaluation's metric improved
-on the best so far by more than `delta` (Keras' `min_delta`; T2T's
-`--eval_early_stopping_metric_delta`). If so, the whole checkpoint (weights, their moving
-averages, optimizer) becomes OUTPUT_DIR/best, a model directory of its own that the decoder,
-exporter and averaging take as it is. An evaluation whose metric is NaN or infinite is never
-the best (nor does a NaN kept by an older run block every later one):
+At each evaluation the trainer asks `BestKeeper.update` whether the evaluation's metric beats
+the best so far. If so, the whole checkpoint (weights, their moving averages, optimizer) becomes
+OUTPUT_DIR/best, a model directory of its own that the decoder, exporter and averaging take as it
+is. Any improvement counts there, as in T2T's BestExporter, OpenNMT-tf's `export_on_best` and
+fairseq's checkpoint_best. An evaluation whose metric is NaN or infinite is never the best (nor
+does a NaN kept by an older run block every later one):
 
     OUTPUT_DIR/best -> .best-<step>     a symbolic link, replaced atomically
     OUTPUT_DIR/.best-<step>/            hparams.json, flags.txt, vocab.model, checkpoint,
@@ -19,8 +19,13 @@ checkpoint steps, the default), best/ hard-links those files instead of writing 
 a second time (see `write_best`).
 
 With a patience (`EarlyStopping.patience`, in updates: T2T's --eval_early_stopping_steps),
-`should_stop` is true once that many updates have passed since the best evaluation (the
-improvement must exceed `delta`, as in T2T's plateau test, which looks back that many steps).
+`should_stop` is true once that many updates have passed without an evaluation that improved by
+more than `delta` (T2T's --eval_early_stopping_metric_delta, OpenNMT-tf's `min_improvement`,
+Keras' `min_delta`) on the one the patience counts from: each such evaluation restarts the
+count; smaller improvements still become best/ but do not. (T2T's plateau test and OpenNMT-tf
+compare with the evaluation `patience` back, this one with the last that counted, as Keras'
+EarlyStopping does; either way, improvements that add up to more than `delta` within the
+patience keep training going. Keras also keeps its best weights only on such improvements.)
 """
 
 import dataclasses
@@ -36,6 +41,9 @@ from t2t_lite import model_dir
 
 # Metrics where larger is better; any other (loss, nll, perplexity) is minimized by default.
 LARGER_IS_BETTER = ("bleu", "accuracy")
+# What every worker's evaluation computes (teacher-forced, `evaluation.evaluate`); the rest comes
+# from an `evaluate_fn` run on the chief only.
+EVERY_WORKER = ("loss", "nll", "perplexity")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +55,8 @@ class EarlyStopping:
   minimize: None: False for BLEU, True for the losses.
   patience: stop after this many updates without an improvement; None: never stop early (the
     best checkpoint is still kept).
-  delta: an improvement must exceed this (T2T's default 0.1).
+  delta: for the patience, an improvement must exceed this (T2T's default 0.1); best/ takes
+    any improvement.
   """
   metric: str | None = None
   minimize: bool | None = None
@@ -70,13 +79,28 @@ class EarlyStopping:
         name in metric for name in LARGER_IS_BETTER)
     return metric, minimize
 
+  def check_several_workers(self, chief_metrics: bool):
+    """Raises ValueError where several workers would stop at different evaluations: with a
+    patience, on a metric that only the chief computes. `chief_metrics`: the evaluations add
+    metrics on the chief (an `evaluate_fn`, such as dev BLEU, runs there only); the default
+    metric is then one of them (bleu). Without them the default is the dev loss, which every
+    worker computes (T2T's default metric)."""
+    if self.patience is None or not chief_metrics or self.metric in EVERY_WORKER:
+      return
+    raise ValueError(
+        f"early stopping (--eval_early_stopping_steps={self.patience}) with several workers needs "
+        f"a metric every worker computes, not {self.metric or 'the default, bleu'} (dev BLEU is "
+        f"decoded on the chief only): set --eval_early_stopping_metric to one of "
+        f"{', '.join(EVERY_WORKER)}, or --no_eval_bleu")
+
 
 def best_dir(output_dir: str) -> str:
   return os.path.join(output_dir, model_dir.BEST_DIR)
 
 
 def read_best(output_dir: str) -> dict | None:
-  """OUTPUT_DIR/best/best.json ({"metric", "value", "step", "minimize", "checkpoint"}), or None."""
+  """OUTPUT_DIR/best/best.json ({"metric", "value", "step", "minimize", "checkpoint", "results",
+  "patience_from": {"step", "value"}}), or None."""
   path = os.path.join(best_dir(output_dir), model_dir.BEST_FILE)
   if not os.path.exists(path):
     return None
@@ -88,8 +112,8 @@ def read_best(output_dir: str) -> dict | None:
 
 def _link_checkpoint(prefix: str, directory: str) -> str:
   """Hard-links checkpoint `prefix`'s files (.index, .data-*) into `directory` (copies them where
-  links fail: another file system, one without links) with a `checkpoint` file naming it;
-  returns the new prefix.
+  links fail: another file system, one without links) with TensorFlow's `checkpoint` state file
+  naming it (relative to `directory`); returns the new prefix.
 
   Why a link is safe: TensorFlow writes every checkpoint file under a temporary name and renames
   it, and never writes into a finished one, so the regular checkpoint and best/ share contents
@@ -107,9 +131,13 @@ def _link_checkpoint(prefix: str, directory: str) -> str:
       os.link(path, target)
     except OSError:
       shutil.copy2(path, target)
-  model_dir.atomic_write(os.path.join(directory, "checkpoint"),  # tf.train.CheckpointState, text
-                         f'model_checkpoint_path: "{name}"\nall_model_checkpoint_paths: "{name}"\n')
-  return os.path.join(directory, name)
+  prefix = os.path.join(directory, name)
+  # TensorFlow's `checkpoint` state file, written atomically by the call CheckpointManager makes
+  # for its own: the path relative to `directory`, which is renamed after this. (The public
+  # tf.compat.v1.train.update_checkpoint_state is deprecated and keeps an absolute path absolute.)
+  tf.__internal__.train.update_checkpoint_state(
+      directory, prefix, all_model_checkpoint_paths=[prefix], save_relative_paths=True)
+  return prefix
 
 
 def write_best(output_dir: str, checkpoint: tf.train.Checkpoint, step: int, record: dict,
@@ -156,7 +184,8 @@ def write_best(output_dir: str, checkpoint: tf.train.Checkpoint, step: int, reco
 
 
 class BestKeeper:
-  """The best evaluation so far (continued from OUTPUT_DIR/best when training resumes)."""
+  """The best evaluation so far, and the one the patience counts from (both continued from
+  OUTPUT_DIR/best when training resumes)."""
 
   def __init__(self, output_dir: str, settings: EarlyStopping | None = None, write: bool = True):
     self.output_dir = output_dir
@@ -164,23 +193,36 @@ class BestKeeper:
     self.write = write  # only the chief writes; every worker decides the same
     self.best = read_best(output_dir)
 
-  def improved(self, results: dict) -> bool:
-    metric, minimize = self.settings.resolve(results)
-    if not math.isfinite(results[metric]):  # a NaN kept as the best would never be beaten
-      return False
-    if self.best is None or self.best["metric"] != metric or not math.isfinite(self.best["value"]):
-      return True
-    change = self.best["value"] - results[metric] if minimize else results[metric] - self.best["value"]
-    return change > self.settings.delta
+  @property
+  def patience_from(self) -> dict | None:
+    """{"step", "value"}: the last evaluation that improved by more than `delta` on the one
+    before it that did (the first evaluation counts); None before any."""
+    if self.best is None:
+      return None
+    return self.best.get("patience_from") or {"step": self.best["step"], "value": self.best["value"]}
 
   def update(self, step: int, results: dict, checkpoint: tf.train.Checkpoint,
              saved: str | None = None) -> bool:
-    """Keeps this evaluation's `checkpoint` as the best if it improved; returns whether it did.
+    """Keeps this evaluation's `checkpoint` as the best if it improved on the best at all; moves
+    the patience's start here if it improved by more than `delta` on the evaluation the patience
+    counts from (such an evaluation is always a new best too). Returns whether it is the best.
     `saved`: the checkpoint of this step just saved with the same state (see `write_best`)."""
-    if not self.improved(results):
-      return False
     metric, minimize = self.settings.resolve(results)
-    record = {"metric": metric, "value": float(results[metric]), "minimize": minimize,
+    value = float(results[metric])
+    if not math.isfinite(value):  # a NaN kept as the best would never be beaten
+      return False
+
+    def gain(old):
+      return old - value if minimize else value - old
+
+    fresh = (self.best is None or self.best["metric"] != metric
+             or not math.isfinite(self.best["value"]))
+    if not fresh and gain(self.best["value"]) <= 0:
+      return False
+    start = self.patience_from
+    if fresh or gain(start["value"]) > self.settings.delta:
+      start = {"step": step, "value": value}
+    record = {"metric": metric, "value": value, "minimize": minimize, "patience_from": start,
               "results": {k: float(v) for k, v in results.items()}}
     path = write_best(self.output_dir, checkpoint, step, record, saved) if self.write else None
     self.best = dict(record, step=step, checkpoint=path)
@@ -188,4 +230,5 @@ class BestKeeper:
 
   def should_stop(self, step: int) -> bool:
     patience = self.settings.patience
-    return patience is not None and self.best is not None and step - self.best["step"] >= patience
+    return patience is not None and self.best is not None and (
+        step - self.patience_from["step"] >= patience)

@@ -350,6 +350,15 @@ class Trainer:
         variable.assign(value)
 
 
+def check_early_stopping(strategy: tf.distribute.Strategy,
+                         early_stopping: best_lib.EarlyStopping | None,
+                         evaluate_fn: Callable | None) -> None:
+  """Raises ValueError for early stopping that several workers (MultiWorkerMirroredStrategy)
+  could not decide together: a patience on a metric only the chief's `evaluate_fn` computes."""
+  if early_stopping is not None and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+    early_stopping.check_several_workers(chief_metrics=evaluate_fn is not None)
+
+
 def train_and_evaluate(
     problem: Problem, hparams: HParams, output_dir: str, data_dir: str | None = None,
     train_steps: int = 1000, eval_steps: int = 100, save_checkpoints_steps: int = 1000,
@@ -401,6 +410,8 @@ def train_and_evaluate(
     evaluations ran, the best one's step and metric (`best_step`, `best_<metric>`).
   """
   strategy = strategy or tf.distribute.get_strategy()
+  if eval_steps:
+    check_early_stopping(strategy, early_stopping, evaluate_fn)
   vocab = problem.get_vocab(data_dir)
   chief = distribute.is_chief(strategy)
   if chief:
@@ -411,10 +422,6 @@ def train_and_evaluate(
   trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
                     keep_checkpoint_every_n_hours, warm_start)
   keeper = best_lib.BestKeeper(trainer.manager.directory, early_stopping) if eval_steps else None
-  if (keeper and keeper.settings.patience and keeper.settings.metric in (None, "bleu")
-      and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)):
-    raise ValueError("early stopping with several workers needs a metric every worker computes: "
-                     "--eval_early_stopping_metric=loss (dev BLEU is decoded on the chief only)")
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
@@ -425,9 +432,10 @@ def train_and_evaluate(
     return {"step": start}
   if (keeper and keeper.should_stop(start)
       and keeper.settings.metric in (None, keeper.best["metric"])):  # rerunning a stopped run
-    print(f"already stopped early: {keeper.best['metric']} has not improved since step "
-          f"{keeper.best['step']}, {start - keeper.best['step']} updates >= the patience of "
-          f"{keeper.settings.patience}; nothing to do", flush=True)
+    since = keeper.patience_from["step"]
+    print(f"already stopped early: {keeper.best['metric']} has not improved by more than "
+          f"{keeper.settings.delta} since step {since}, {start - since} updates >= the patience "
+          f"of {keeper.settings.patience}; nothing to do", flush=True)
     return {"step": start, "stopped_early": start, "best_step": keeper.best["step"],
             f"best_{keeper.best['metric']}": keeper.best["value"]}
 
@@ -484,14 +492,17 @@ def train_and_evaluate(
           results.update(evaluate_fn(evaluated))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
-      # best/ links the checkpoint just saved at this step rather than saving it again.
-      if keeper.update(step, results, trainer.checkpoint, path if save_now else None) and chief:
+      # best/ links the checkpoint just saved at this step rather than saving it again. Other
+      # workers keep the best only to stop with the chief (their metrics may lack dev BLEU).
+      if ((chief or keeper.settings.patience)
+          and keeper.update(step, results, trainer.checkpoint, path if save_now else None) and chief):
         print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: kept as "
               f"{best_lib.best_dir(output_dir)}", flush=True)
       if keeper.should_stop(step):
+        since = keeper.patience_from["step"]
         print(f"early stopping at step {step}: {keeper.best['metric']} has not improved by more "
-              f"than {keeper.settings.delta} in {step - keeper.best['step']} updates since step "
-              f"{keeper.best['step']}", flush=True)
+              f"than {keeper.settings.delta} in {step - since} updates since step {since} (the "
+              f"best: step {keeper.best['step']})", flush=True)
         if not save_now:
           trainer.save()
         results["stopped_early"] = step
