@@ -256,3 +256,9 @@ def test_tune_records_a_diverged_training_and_refuses_bad_settings(copy):
     assert result.returncode == 2 and message in result.stderr and calls == [], bad
   result, _ = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, ONLY="nope")
   assert result.returncode == 2 and "not a setting" in result.stderr
+  result, _ = run(copy, "multi30k_tune.sh", "lst", SETTINGS=SETTINGS)
+  assert result.returncode == 2 and "unknown argument 'lst'" in result.stderr
+  # A run too short for the window: an error, no row and no average of other checkpoints.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS="short - 200x5 beam_size=4", TRAIN_STEPS="300")
+  assert result.returncode != 0 and "too few for 5 of them 200 steps apart" in result.stderr
+  assert of(calls, "average") == [] and len(table(copy)) == 1
