@@ -37,9 +37,9 @@ shopt -s inherit_errexit
 # - warmup400_batch2048: half the tokens per update, so about twice the updates in the same
 #   minutes on a model far from converged (transformer_parsing_cpu does this for its small
 #   treebank).
-# - warmup400_dropout0.2: after 13 epochs of a small corpus the last training losses (0.76-1.48,
-#   dropout on) are below the dev loss (1.64): more dropout, against overfitting, which a higher
-#   learning rate hastens (0.3 next if 0.2 gains).
+# - warmup400_dropout0.2 (dropout is layer_prepostprocess_dropout): after 13 epochs of a small
+#   corpus the last training losses (0.76-1.48, dropout on) are below the dev loss (1.64): more
+#   dropout, against overfitting, which a higher learning rate hastens (0.3 next if 0.2 gains).
 # - warmup400_layers2: T2T's transformer_small (its d 256, ff 1024, 4 heads, 2+2 layers): about
 #   a quarter less compute per update, so more updates in a budget that ends mid-climb.
 # - warmup400_lr1.5: learning_rate_constant 1.5, peak 4.7e-3: whether a still higher rate helps.
@@ -47,17 +47,17 @@ shopt -s inherit_errexit
 # so that the average spans the last 200-400 updates of a model still improving fast; beam 8;
 # alpha 1.0 (longer outputs).
 DEFAULT_SETTINGS="
-baseline              -                                     200x5  beam_size=4,alpha=0.6
-baseline_avg100x5     -                                     100x5  beam_size=4,alpha=0.6
-warmup400             learning_rate_warmup_steps=400        200x5  beam_size=4,alpha=0.6
-warmup400_avg100x3    learning_rate_warmup_steps=400        100x3  beam_size=4,alpha=0.6
-warmup400_avg100x5    learning_rate_warmup_steps=400        100x5  beam_size=4,alpha=0.6
-warmup400_beam8       learning_rate_warmup_steps=400        200x5  beam_size=8,alpha=0.6
-warmup400_alpha1.0    learning_rate_warmup_steps=400        200x5  beam_size=4,alpha=1.0
-warmup400_batch2048   learning_rate_warmup_steps=400,batch_size=2048                  200x5  beam_size=4,alpha=0.6
-warmup400_dropout0.2  learning_rate_warmup_steps=400,layer_prepostprocess_dropout=0.2  200x5  beam_size=4,alpha=0.6
-warmup400_layers2     learning_rate_warmup_steps=400,num_hidden_layers=2               200x5  beam_size=4,alpha=0.6
-warmup400_lr1.5       learning_rate_warmup_steps=400,learning_rate_constant=1.5        200x5  beam_size=4,alpha=0.6
+baseline              -                                                          200x5  beam_size=4,alpha=0.6
+baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
+warmup400             learning_rate_warmup_steps=400                             200x5  beam_size=4,alpha=0.6
+warmup400_avg100x3    learning_rate_warmup_steps=400                             100x3  beam_size=4,alpha=0.6
+warmup400_avg100x5    learning_rate_warmup_steps=400                             100x5  beam_size=4,alpha=0.6
+warmup400_beam8       learning_rate_warmup_steps=400                             200x5  beam_size=8,alpha=0.6
+warmup400_alpha1.0    learning_rate_warmup_steps=400                             200x5  beam_size=4,alpha=1.0
+warmup400_batch2048   learning_rate_warmup_steps=400,batch_size=2048             200x5  beam_size=4,alpha=0.6
+warmup400_dropout0.2  learning_rate_warmup_steps=400,dropout=0.2                 200x5  beam_size=4,alpha=0.6
+warmup400_layers2     learning_rate_warmup_steps=400,num_hidden_layers=2         200x5  beam_size=4,alpha=0.6
+warmup400_lr1.5       learning_rate_warmup_steps=400,learning_rate_constant=1.5  200x5  beam_size=4,alpha=0.6
 "
 TRAIN_FLAGS=()
 if [ "${SMOKE:-0}" = 1 ]; then  # the whole path in about a minute: 20 updates of a tiny model
@@ -87,13 +87,16 @@ esac
 keep=10 names=" "
 while read -r name overrides checkpoints decode extra; do
   [ -z "$name" ] && continue
-  [ -n "$decode" ] && [ -z "${extra:-}" ] || fail "setting '$name': give 4 fields (name, overrides or -, IxN, decode hparams)"
+  [ -n "$decode" ] && [ -z "${extra:-}" ] ||
+    fail "setting '$name': give 4 fields (name, overrides or -, IxN, decode hparams)"
   [[ $names == *" $name "* ]] && fail "setting '$name' is listed twice"
   names+="$name "
-  [[ $checkpoints =~ ^([0-9]+)x([0-9]+)$ ]] || fail "setting '$name': checkpoints '$checkpoints' is not IxN (e.g. 200x5)"
+  [[ $checkpoints =~ ^([0-9]+)x([0-9]+)$ ]] ||
+    fail "setting '$name': checkpoints '$checkpoints' is not IxN (e.g. 200x5)"
   interval=${BASH_REMATCH[1]} count=${BASH_REMATCH[2]}
   (( interval > 0 && count > 0 && interval % TUNE_SAVE_STEPS == 0 )) ||
-    fail "setting '$name': the interval $interval must be a positive multiple of TUNE_SAVE_STEPS=$TUNE_SAVE_STEPS"
+    fail "setting '$name': the interval $interval must be a positive multiple of" \
+      "TUNE_SAVE_STEPS=$TUNE_SAVE_STEPS"
   need=$(( (count - 1) * interval / TUNE_SAVE_STEPS + 1 ))
   (( need > keep )) && keep=$need
 done <<< "$SETTINGS"
@@ -120,7 +123,8 @@ commit_description() {  # the commit, +changes when the code differs from it
 }
 
 in_table() {  # NAME: a row of that setting with this budget
-  [ -f "$TABLE" ] && awk -F'\t' -v n="$1" -v b="$budget" '$1 == n && $5 == b {found = 1} END {exit !found}' "$TABLE"
+  [ -f "$TABLE" ] &&
+    awk -F'\t' -v n="$1" -v b="$budget" '$1 == n && $5 == b {found = 1} END {exit !found}' "$TABLE"
 }
 
 # train RUN HPARAMS: the recipe's training into RUN/model, then RUN/trained (steps, minutes,
@@ -182,7 +186,10 @@ val_bleu() {
   local source=$RAW/val.en reference=$RAW/val.de
   if [ -n "$VAL_LINES" ]; then  # the smoke test's first lines only
     source=$ROOT/val$VAL_LINES.en reference=$ROOT/val$VAL_LINES.de
-    [ -f "$reference" ] || { head -n "$VAL_LINES" "$RAW/val.en" > "$source"; head -n "$VAL_LINES" "$RAW/val.de" > "$reference"; }
+    if [ ! -f "$reference" ]; then
+      head -n "$VAL_LINES" "$RAW/val.en" > "$source"
+      head -n "$VAL_LINES" "$RAW/val.de" > "$reference"
+    fi
   fi
   local hyp
   hyp=$1/val.$3.$(tr ',=' '+-' <<< "$4").de
@@ -201,7 +208,9 @@ val_bleu() {
 
 if [ ! -s "$TABLE" ]; then
   mkdir -p "$(dirname "$TABLE")"
-  printf 'setting\thparams\tcheckpoints\tdecode\tbudget\tsteps\ttrain_minutes\tval_bleu_last\tval_bleu_average\tcpu\tdate\tcommit\n' > "$TABLE"
+  printf '%s\t' setting hparams checkpoints decode budget steps train_minutes val_bleu_last \
+    val_bleu_average cpu date > "$TABLE"
+  echo commit >> "$TABLE"
 fi
 trainings=0
 while read -r name overrides checkpoints decode; do
@@ -243,7 +252,8 @@ while read -r name overrides checkpoints decode; do
       multi30k_average "$run/model" "$average_dir" "$picked"
     fi
     average=$(val_bleu "$run" "$average_dir" "avg_$checkpoints" "$decode")
-    echo "== $name: val BLEU $last (last checkpoint), $average (average $checkpoints); decoding and scoring took $(( $(date +%s) - decoding )) s"
+    echo "== $name: val BLEU $last (last checkpoint), $average (average $checkpoints);" \
+      "decoding and scoring took $(( $(date +%s) - decoding )) s"
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$hparams" "$checkpoints" "$decode" \
     "$budget" "$steps" "$minutes" "$last" "$average" "$cpu" "$date" "$commit" >> "$TABLE"
