@@ -60,7 +60,7 @@ warmup400_layers2     learning_rate_warmup_steps=400,num_hidden_layers=2        
 warmup400_lr1.5       learning_rate_warmup_steps=400,learning_rate_constant=1.5  200x5  beam_size=4,alpha=0.6
 "
 TRAIN_FLAGS=()
-if [ "${SMOKE:-0}" = 1 ]; then  # the whole path in about a minute: 20 updates of a tiny model
+if [ "${SMOKE:-0}" = 1 ]; then  # the whole path, small: a tiny model, 20 updates, 20 val lines
   SETTINGS="
 smoke        hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1  10x2  beam_size=1
 smoke_beam2  hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1  5x3   beam_size=2,alpha=0.6
