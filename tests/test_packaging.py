@@ -181,7 +181,8 @@ def test_setup_installs_the_test_extra_by_default(tmp_path):
 
 
 def test_recipes_set_up_the_runtime_only():
-  for script in ("quickstart.sh", "multi30k_recipe.sh", "parsing_recipe.sh", "t2t_walkthrough.sh"):
+  for script in ("quickstart.sh", "multi30k_recipe.sh", "multi30k_common.sh", "multi30k_tune.sh",
+                 "parsing_recipe.sh", "t2t_walkthrough.sh"):
     text = pathlib.Path(REPO, "scripts", script).read_text(encoding="utf-8")
     assert "setup.sh runtime" in text or "multi30k_recipe.sh" in text, script
     assert not re.search(r"setup\.sh\s*$", text, re.M), f"{script} installs the test extra"

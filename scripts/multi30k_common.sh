@@ -1,0 +1,67 @@
+# The Multi30k recipe's settings and steps, sourced (never run) by multi30k_recipe.sh and
+# multi30k_tune.sh, so that a tuning run trains, averages and decodes exactly as the recipe does.
+# Sourcing it moves to the repository root, sets up .venv and reads, from the environment:
+#
+#   RAW_DATA_DIR   train/val/test_2016_flickr .en/.de (../shared/data/multi30k); without them the
+#                  problem downloads Multi30k's public files into DATA_DIR/multi30k
+#   DATA_DIR       the vocabulary (t2t_data)
+#   HPARAMS        hparams set and overrides (multi30k), e.g. multi30k,learning_rate_warmup_steps=400
+#   TRAIN_MINUTES  wall-time budget of the training (55); TRAIN_STEPS=N trains N updates instead
+#                  (a rerun then resumes from the last checkpoint)
+#   SAVE_STEPS     updates between checkpoints (200); one is also saved at the end
+#   AVERAGE        how many of the newest checkpoints to average (5)
+#   DECODE         the beam search (beam_size=4,alpha=0.6); extra_length=50, batch_size=64 always
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+RAW=${RAW_DATA_DIR:-../shared/data/multi30k}
+DATA=${DATA_DIR:-t2t_data}
+MINUTES=${TRAIN_MINUTES:-55}
+STEPS=${TRAIN_STEPS:-}
+HPARAMS=${HPARAMS:-multi30k}
+SAVE_STEPS=${SAVE_STEPS:-200}
+AVERAGE=${AVERAGE:-5}
+KEEP_CHECKPOINTS=${KEEP_CHECKPOINTS:-$(( AVERAGE > 10 ? AVERAGE : 10 ))}
+DECODE=${DECODE:-beam_size=4,alpha=0.6}
+if [ -f "$RAW/train.en" ]; then
+  RAW_FLAG=(--raw_data_dir="$RAW")
+else
+  echo "no Multi30k files in $RAW: the problem downloads the public ones into $DATA/multi30k"
+  RAW_FLAG=()
+  RAW="$DATA/multi30k"
+fi
+bash scripts/setup.sh runtime
+. .venv/bin/activate
+export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
+
+# multi30k_budget: the training budget in words, e.g. "55 min" or "1500 steps".
+multi30k_budget() {
+  if [ -n "$STEPS" ]; then echo "$STEPS steps"; else echo "$MINUTES min"; fi
+}
+
+# multi30k_train OUT [more trainer flags]: train HPARAMS into OUT for the budget, a checkpoint
+# every SAVE_STEPS updates, dev loss every 600 and dev BLEU (greedy, 200 val sentences) with it.
+multi30k_train() {
+  local out=$1
+  shift
+  local budget=(--train_steps=100000 --train_minutes="$MINUTES")
+  [ -n "$STEPS" ] && budget=(--train_steps="$STEPS")
+  t2t-lite-trainer --problem=translate_ende_multi30k "${RAW_FLAG[@]}" --data_dir="$DATA" \
+    --hparams="$HPARAMS" --output_dir="$out" "${budget[@]}" \
+    --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max="$KEEP_CHECKPOINTS" \
+    --eval_every=600 --eval_steps=20 --log_every=100 --decode_hparams=extra_length=50 "$@"
+}
+
+# multi30k_average OUT AVG_DIR [CHECKPOINTS]: average the newest AVERAGE checkpoints of OUT (or
+# the comma-separated checkpoint names given, e.g. ckpt-1400,ckpt-1498) into AVG_DIR.
+multi30k_average() {
+  local which=(--num_last_checkpoints="$AVERAGE")
+  [ -n "${3:-}" ] && which=(--checkpoints="$3" --prefix="$1/")
+  t2t-lite-avg-checkpoints --output_dir="$1" "${which[@]}" --avg_dir="$2"
+}
+
+# multi30k_decode MODEL_DIR SOURCE TRANSLATION [DECODE]: beam-decode SOURCE with the latest
+# checkpoint of MODEL_DIR.
+multi30k_decode() {
+  t2t-lite-decoder --output_dir="$1" --decode_from_file="$2" --decode_to_file="$3" \
+    --decode_hparams="${4:-$DECODE},extra_length=50,batch_size=64"
+}

@@ -1,0 +1,264 @@
+"""The Multi30k recipe and its tuning script, with stand-ins for the t2t-lite commands: the recipe's
+command lines are the ones it always ran (defaults unchanged) and follow SAVE_STEPS, AVERAGE and
+TRAIN_STEPS; the tuning script scores val only, averages the checkpoints the recipe would, trains
+each hparams once, skips what its table holds, resumes or restarts an interrupted training and
+records a diverged one. The real commands run in SMOKE=1 mode (docs/training.md)."""
+
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh")
+
+# Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
+# --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
+# --train_minutes; $FAKE_EXIT makes it stop early with that status, hparams with
+# learning_rate_constant=9 make it diverge.
+TRAINER = r"""
+echo "trainer $*" >> "$CALLS"
+for a in "$@"; do case $a in
+  --output_dir=*) out=${a#*=} ;; --train_steps=*) steps=${a#*=} ;; --train_minutes=*) minutes=1 ;;
+  --save_checkpoints_steps=*) save=${a#*=} ;; --hparams=*) hparams=${a#*=} ;;
+  --overwrite_output_dir) overwrite=1 ;;
+esac; done
+[ -n "${overwrite:-}" ] && rm -rf "$out"
+mkdir -p "$out"
+last=$steps; [ -n "${minutes:-}" ] && last=${FAKE_LAST_STEP:-1498}
+[ -n "${FAKE_EXIT:-}" ] && last=300
+case $hparams in *learning_rate_constant=9*) last=300 ;; esac
+for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; done
+touch "$out/ckpt-$last.index"
+[ -n "${FAKE_EXIT:-}" ] && exit "$FAKE_EXIT"
+case $hparams in *learning_rate_constant=9*)
+  echo "error: training loss (or gradient) became NaN or infinite before step 301; stopped"; exit 1 ;;
+esac
+echo "done: step $last"
+"""
+# Averages --checkpoints (with --prefix), or the newest --num_last_checkpoints; logs which.
+AVERAGE = r"""
+for a in "$@"; do case $a in
+  --output_dir=*) out=${a#*=} ;; --avg_dir=*) avg=${a#*=} ;; --checkpoints=*) list=${a#*=} ;;
+  --num_last_checkpoints=*) n=${a#*=} ;;
+esac; done
+[ -z "${list:-}" ] && list=$(ls "$out" | sed -n 's/^\(ckpt-[0-9]*\)\.index$/\1/p' | sort -t- -k2 -n |
+                             tail -n "$n" | paste -sd, -)
+echo "average $* averaged=$list" >> "$CALLS"
+mkdir -p "$avg" && echo "$list" > "$avg/checkpoint"
+"""
+# Each output line names the model and the decode settings; the BLEU stand-in scores a file by its
+# checksum, so that different translations score differently.
+DECODER = r"""
+echo "decoder $*" >> "$CALLS"
+for a in "$@"; do case $a in
+  --output_dir=*) model=${a#*=} ;; --decode_from_file=*) src=${a#*=} ;;
+  --decode_to_file=*) dst=${a#*=} ;; --decode_hparams=*) hp=${a#*=} ;;
+esac; done
+while read -r line; do echo "$model $hp $line"; done < "$src" > "$dst"
+"""
+BLEU = r"""
+echo "bleu $*" >> "$CALLS"
+for a in "$@"; do case $a in --translation=*) hyp=${a#*=} ;; esac; done
+sum=$(cksum < "$hyp" | cut -d' ' -f1)
+printf 'sacreBLEU = %d.%02d  (nrefs:1|case:mixed)\ntokenized BLEU = 1.00  (Moses)\n' \
+  $((sum / 100 % 100)) $((sum % 100))
+"""
+HEADER = ["setting", "hparams", "checkpoints", "decode", "budget", "steps", "train_minutes",
+          "val_bleu_last", "val_bleu_average", "cpu", "date", "commit"]
+
+
+@pytest.fixture
+def copy(tmp_path):
+  """The three scripts in a folder of their own, with stand-ins for setup.sh and the commands, and
+  a Multi30k folder of three lines a split."""
+  (tmp_path / "scripts").mkdir()
+  for name in SCRIPTS:
+    shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
+  (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
+  stubs = tmp_path / ".venv" / "bin"
+  stubs.mkdir(parents=True)
+  (stubs / "activate").write_text(f'PATH="{stubs}:$PATH"\n')
+  for command, text in (("trainer", TRAINER), ("avg-checkpoints", AVERAGE), ("decoder", DECODER),
+                        ("bleu", BLEU)):
+    path = stubs / f"t2t-lite-{command}"
+    path.write_text("#!/usr/bin/env bash\n" + text)
+    os.chmod(path, 0o755)
+  raw = tmp_path / "raw"
+  raw.mkdir()
+  for split in ("train", "val", "test_2016_flickr"):
+    for lang in ("en", "de"):
+      (raw / f"{split}.{lang}").write_text("".join(f"{split} {lang} {i}\n" for i in range(3)))
+  return tmp_path
+
+
+SETTINGS_VARIABLES = ("TRAIN_MINUTES", "TRAIN_STEPS", "SAVE_STEPS", "AVERAGE", "HPARAMS", "DECODE", "OUT",
+                      "DATA_DIR", "KEEP_CHECKPOINTS", "SMOKE", "SETTINGS", "ONLY", "MAX_TRAININGS",
+                      "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES")
+
+
+def run(folder, script, *args, **env):
+  """Runs scripts/SCRIPT in `folder` with `env`; (the result, the commands it called)."""
+  environment = {k: v for k, v in os.environ.items() if k not in SETTINGS_VARIABLES}
+  environment.update(CALLS=str(folder / "calls.log"), RAW_DATA_DIR=str(folder / "raw"), **env)
+  result = subprocess.run(["bash", str(folder / "scripts" / script), *args], capture_output=True,
+                          text=True, timeout=60, env=environment)
+  calls = (folder / "calls.log").read_text().splitlines() if (folder / "calls.log").exists() else []
+  (folder / "calls.log").unlink(missing_ok=True)
+  return result, calls
+
+
+def table(folder):
+  rows = [line.split("\t") for line in (folder / "scripts" / "multi30k_tuning.tsv").read_text().splitlines()]
+  assert rows[0] == HEADER
+  return [dict(zip(HEADER, row)) for row in rows[1:]]
+
+
+def of(calls, command):
+  return [c.split(" ", 1)[1] for c in calls if c.startswith(command + " ")]
+
+
+def test_recipe_defaults_are_the_command_lines_it_always_ran(copy):
+  result, calls = run(copy, "multi30k_recipe.sh")
+  assert result.returncode == 0, result.stderr
+  raw = copy / "raw"
+  assert of(calls, "trainer") == [
+      f"--problem=translate_ende_multi30k --raw_data_dir={raw} --data_dir=t2t_data --hparams=multi30k "
+      "--output_dir=runs/multi30k --train_steps=100000 --train_minutes=55 --save_checkpoints_steps=200 "
+      "--keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 --log_every=100 "
+      "--decode_hparams=extra_length=50"]
+  assert of(calls, "average") == [
+      "--output_dir=runs/multi30k --num_last_checkpoints=5 --avg_dir=runs/multi30k/averaged "
+      "averaged=ckpt-800,ckpt-1000,ckpt-1200,ckpt-1400,ckpt-1498"]
+  assert of(calls, "decoder") == [
+      f"--output_dir=runs/multi30k/averaged --decode_from_file={raw}/test_2016_flickr.en "
+      "--decode_to_file=runs/multi30k/test_2016_flickr.hyp.de "
+      "--decode_hparams=beam_size=4,alpha=0.6,extra_length=50,batch_size=64"]
+  assert of(calls, "bleu") == [f"--translation=runs/multi30k/test_2016_flickr.hyp.de "
+                               f"--reference={raw}/test_2016_flickr.de --lang=de"]
+
+
+def test_recipe_takes_the_interval_window_and_steps(copy):
+  result, calls = run(copy, "multi30k_recipe.sh", TRAIN_STEPS="1500", SAVE_STEPS="100", AVERAGE="12",
+                      DECODE="beam_size=8,alpha=1.0")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert "--train_steps=1500 --save_checkpoints_steps=100 --keep_checkpoint_max=12 " in trainer
+  assert "--train_minutes" not in trainer
+  assert of(calls, "average")[0].endswith("--num_last_checkpoints=12 --avg_dir=runs/multi30k/averaged "
+                                          "averaged=" + ",".join(f"ckpt-{s}" for s in range(400, 1501, 100)))
+  assert "--decode_hparams=beam_size=8,alpha=1.0,extra_length=50,batch_size=64" in of(calls, "decoder")[0]
+
+
+SETTINGS = """
+base         -                                  200x5  beam_size=4,alpha=0.6
+base_100x3   -                                  100x3  beam_size=4,alpha=0.6
+base_beam1   -                                  200x5  beam_size=1
+warm         learning_rate_warmup_steps=400     200x2  beam_size=4,alpha=0.6
+"""
+
+
+def test_tune_scores_val_and_averages_what_the_recipe_would(copy):
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS)
+  assert result.returncode == 0, result.stderr
+  raw = copy / "raw"
+  # One training per hparams, every 100 updates, keeping what the widest average needs.
+  trainers = of(calls, "trainer")
+  assert len(trainers) == 2
+  assert "--hparams=multi30k --output_dir=runs/multi30k_tune/55min/multi30k/model" in trainers[0]
+  assert "--hparams=multi30k,learning_rate_warmup_steps=400 " in trainers[1]
+  assert all("--train_minutes=55 --save_checkpoints_steps=100 --keep_checkpoint_max=10 " in t
+             for t in trainers)
+  # IxN: the last checkpoint and the newest N-1 before it at multiples of I; base_beam1 reuses
+  # base's average.
+  averages = [a.split("averaged=")[1] for a in of(calls, "average")]
+  assert averages == ["ckpt-800,ckpt-1000,ckpt-1200,ckpt-1400,ckpt-1498", "ckpt-1300,ckpt-1400,ckpt-1498",
+                      "ckpt-1400,ckpt-1498"]
+  # Val only, never test; a translation is made once per model and decode setting.
+  decoders = of(calls, "decoder")
+  assert all(f"--decode_from_file={raw}/val.en " in d for d in decoders)
+  assert all(f"--reference={raw}/val.de " in b for b in of(calls, "bleu"))
+  assert not any("test_2016" in c for c in calls)
+  assert len(decoders) == 2 + 1 + 2 + 2  # base: last, 200x5; base_100x3: 100x3; beam 1: both
+  rows = table(copy)
+  assert [r["setting"] for r in rows] == ["base", "base_100x3", "base_beam1", "warm"]
+  assert rows[0]["val_bleu_last"] == rows[1]["val_bleu_last"] != rows[2]["val_bleu_last"]
+  assert rows[0]["val_bleu_average"] != rows[1]["val_bleu_average"]
+  assert {(r["budget"], r["steps"], r["commit"]) for r in rows} == {("55 min", "1498", "unknown")}
+  assert rows[3]["hparams"] == "multi30k,learning_rate_warmup_steps=400"
+  assert rows[3]["checkpoints"] == "200x2" and rows[3]["decode"] == "beam_size=4,alpha=0.6"
+  for row in rows:
+    float(row["val_bleu_last"]), float(row["val_bleu_average"]), float(row["train_minutes"])
+    assert "cores" in row["cpu"] and row["date"][:2] == "20"
+  # A second run finds every setting in the table; a new budget is a new row.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS)
+  assert result.returncode == 0 and calls == [] and result.stdout.count("already in") == 4
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, TRAIN_STEPS="1500", ONLY="warm")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert "--train_steps=1500 --save" in trainer and "runs/multi30k_tune/1500steps/" in trainer
+  assert [(r["setting"], r["budget"], r["steps"]) for r in table(copy)][-1] == ("warm", "1500 steps", "1500")
+
+
+@pytest.mark.parametrize("last_step", [1400, 1498])
+@pytest.mark.parametrize("interval,count", [(200, 5), (100, 3), (200, 1)])
+def test_tune_averages_the_checkpoints_the_recipe_averages(copy, last_step, interval, count):
+  """IxN of a tuning run saved every 100 updates: the checkpoints the recipe with SAVE_STEPS=I and
+  AVERAGE=N averages, whether the run stopped on a multiple of I or between two."""
+  settings = f"s - {interval}x{count} beam_size=4\n"
+  result, tune = run(copy, "multi30k_tune.sh", SETTINGS=settings, FAKE_LAST_STEP=str(last_step))
+  assert result.returncode == 0, result.stderr
+  result, recipe = run(copy, "multi30k_recipe.sh", SAVE_STEPS=str(interval), AVERAGE=str(count),
+                       FAKE_LAST_STEP=str(last_step))
+  assert result.returncode == 0, result.stderr
+  tuned, = of(tune, "average")
+  assert tuned.split("averaged=")[1] == of(recipe, "average")[0].split("averaged=")[1]
+  assert tuned.split("averaged=")[1].count("ckpt-") == count
+
+
+def test_tune_trains_a_limited_number_and_resumes_by_steps_only(copy):
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, MAX_TRAININGS="1")
+  assert result.returncode == 0, result.stderr
+  assert len(of(calls, "trainer")) == 1 and len(table(copy)) == 3
+  assert "warm: not trained yet" in result.stdout
+  listing, calls = run(copy, "multi30k_tune.sh", "list", SETTINGS=SETTINGS)
+  assert listing.returncode == 0 and calls == [], listing.stderr
+  assert [line.split()[:2] for line in listing.stdout.splitlines()] == [
+      ["base", "in"], ["base_100x3", "in"], ["base_beam1", "in"], ["warm", "to"]]
+  # Interrupted: no row; under a time budget the rerun starts over, under TRAIN_STEPS it resumes.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, FAKE_EXIT="130")
+  assert result.returncode == 130 and len(table(copy)) == 3
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS)
+  assert result.returncode == 0, result.stderr
+  assert of(calls, "trainer")[0].endswith("--overwrite_output_dir") and len(table(copy)) == 4
+  result, _ = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, TRAIN_STEPS="800", ONLY="warm",
+                  FAKE_EXIT="130")
+  assert result.returncode == 130
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, TRAIN_STEPS="800", ONLY="warm")
+  assert result.returncode == 0, result.stderr
+  assert "--overwrite_output_dir" not in of(calls, "trainer")[0]
+
+
+def test_tune_records_a_diverged_training_and_refuses_bad_settings(copy):
+  settings = "hot  learning_rate_constant=9  200x2  beam_size=4\n"
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=settings)
+  assert result.returncode == 0, result.stderr
+  row, = table(copy)
+  assert (row["steps"], row["val_bleu_last"], row["val_bleu_average"]) == ("diverged",) * 3
+  assert of(calls, "decoder") == []
+  for bad, message in (("a - 150x2 beam_size=4", "multiple of TUNE_SAVE_STEPS=100"),
+                       ("a - 200 beam_size=4", "is not IxN"),
+                       ("a - 200x2", "give 4 fields"),
+                       ("a - 200x2 beam_size=4\na - 100x2 beam_size=4", "listed twice")):
+    result, calls = run(copy, "multi30k_tune.sh", SETTINGS=bad)
+    assert result.returncode == 2 and message in result.stderr and calls == [], bad
+  result, _ = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS, ONLY="nope")
+  assert result.returncode == 2 and "not a setting" in result.stderr
+  result, _ = run(copy, "multi30k_tune.sh", "lst", SETTINGS=SETTINGS)
+  assert result.returncode == 2 and "unknown argument 'lst'" in result.stderr
+  # A run too short for the window: an error, no row and no average of other checkpoints.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS="short - 200x5 beam_size=4", TRAIN_STEPS="300")
+  assert result.returncode != 0 and "too few for 5 of them 200 steps apart" in result.stderr
+  assert of(calls, "average") == [] and len(table(copy)) == 1
