@@ -49,6 +49,13 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "backend_independent: runs on the TensorFlow and JAX backends")
   config.addinivalue_line("markers", "slow: trains, or runs commands end to end; -m 'not slow' skips them "
                                      "(the lists are in tests/conftest.py)")
+  # TEST_TF_THREADS=n: TensorFlow's intra-op threads in each pytest process (not in the processes
+  # tests start), so that two workers on two cores need not share each core between their thread
+  # pools; unset, TensorFlow's default (one per core).
+  threads = int(os.environ.get("TEST_TF_THREADS") or 0)
+  if threads and os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
 # The files that take longest, longest first (their seconds on one of two pytest-xdist workers, 2
