@@ -225,8 +225,8 @@ def check_clipping_and_accumulation(strategy, out, more=False):
 
 
 class WeightRecorder:
-  """The averaged weights ("w<k>/<name>") of a trainer with weight_ema_decay, now and after each
-  update (`after_update()`), as arrays."""
+  """The weights that a trainer with weight_ema_decay averages ("w<k>/<name>"), now (k = 0) and
+  after each update (`after_update()`), as arrays."""
 
   def __init__(self, trainer):
     self.names = sorted(trainer.ema)
