@@ -103,15 +103,11 @@ def check_masks(strategy, first_replica):
           "rerun_same": all(np.array_equal(a, b) for a, b in zip(masks, again))}
 
 
-def trainer_masks(strategy, out, ema=False):
+def trainer_masks(strategy, out):
   """Each local replica's keep mask [3, 8, 32] of the model's embedding dropout (rate 0.5) in
-  two of the Trainer's own training steps, every replica given the same batch: [replica][step].
-  With `ema`, the same trainer (its trace shared) also checks the weights' moving average:
-  (masks, check_ema's arrays)."""
-  hp = get_hparams("transformer_tiny", MICRO + ",layer_prepostprocess_dropout=0.5" +
-                   (",learning_rate_warmup_steps=4,weight_ema_decay=0.7" if ema else ""))
+  two of the Trainer's own training steps, every replica given the same batch: [replica][step]."""
+  hp = get_hparams("transformer_tiny", MICRO + ",layer_prepostprocess_dropout=0.5")
   trainer = train_loop.Trainer(hp, 32, f"{out}/masks", strategy)
-  recorded = WeightRecorder(trainer) if ema else None
   layer = trainer.model.embedding_dropout   # the sources' and the targets' ([3, 8] each)
   with strategy.scope():
     record = tf.Variable(tf.zeros([3, 8, 32]), trainable=False,
@@ -133,10 +129,7 @@ def trainer_masks(strategy, out, ema=False):
   for _ in range(2):
     trainer.train_step(strategy.experimental_distribute_values_from_function(lambda ctx: batch))
     masks.append([m.numpy().astype(int).tolist() for m in strategy.experimental_local_results(record)])
-    if recorded:
-      recorded.after_update()
-  masks = [list(steps) for steps in zip(*masks)]
-  return (masks, check_ema(strategy, trainer, recorded)) if ema else masks
+  return [list(steps) for steps in zip(*masks)]
 
 
 def xla_compiled_functions(trainer):
@@ -224,37 +217,25 @@ def check_clipping_and_accumulation(strategy, out, more=False):
           for name, trainer in many.items()}
 
 
-class WeightRecorder:
-  """The weights that a trainer with weight_ema_decay averages ("w<k>/<name>"), now (k = 0) and
-  after each update (`after_update()`), as arrays."""
-
-  def __init__(self, trainer):
-    self.names = sorted(trainer.ema)
-    self.variables = model_dir.checkpointable(trainer.model)
-    self.arrays = {}
-    self.after_update()
-
-  def after_update(self):
-    update = len(self.arrays) // len(self.names)
-    for n in self.names:
-      self.arrays[f"w{update}/{n}"] = self.variables[n].numpy()
-
-
-def check_ema(strategy, trainer, recorded):
-  """3 more updates of a trainer with weight_ema_decay=0.7 (after trainer_masks' 2), each replica
-  its own batch: the weights before and after each update ("w<k>/<name>", k = 0 the start) and
-  every replica's copy of the average ("ema<r>/<name>"), as arrays (tests/test_ema.py's NumPy EMA
-  is the reference)."""
+def check_ema(strategy, out):
+  """3 updates with weight_ema_decay=0.7, each replica its own batch: the weights before and
+  after each update ("w<k>/<name>") and every replica's copy of the average ("ema<r>/<name>"),
+  as arrays (tests/test_ema.py's NumPy EMA is the reference)."""
+  hp = get_hparams("transformer_tiny", MICRO + ",learning_rate_warmup_steps=4,weight_ema_decay=0.7")
+  trainer = train_loop.Trainer(hp, 32, f"{out}/run", strategy)
+  names = sorted(trainer.ema)
+  variables = model_dir.checkpointable(trainer.model)
   replicas = strategy.num_replicas_in_sync
   rng = np.random.default_rng(0)
-  for _ in range(3):
+  arrays = {f"w0/{n}": variables[n].numpy() for n in names}
+  for update in range(1, 4):
     per_replica = [{"inputs": rng.integers(2, 30, (3, 7)).astype("int32"),
                     "targets": rng.integers(2, 30, (3, 9)).astype("int32")} for _ in range(replicas)]
     trainer.train_step(strategy.experimental_distribute_values_from_function(
         lambda ctx, b=per_replica: b[ctx.replica_id_in_sync_group]))
-    recorded.after_update()
-  arrays = dict(recorded.arrays)
-  for n in recorded.names:
+    for n in names:
+      arrays[f"w{update}/{n}"] = variables[n].numpy()
+  for n in names:
     for r, value in enumerate(strategy.experimental_local_results(trainer.ema[n])):
       arrays[f"ema{r}/{n}"] = value.numpy()
   return arrays
@@ -280,14 +261,12 @@ def main():
     for n in DEVICES:
       strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
       out = f"{OUT}/{n}"
-      results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, 0)}
-      if n == 2:  # the masks' trainer checks the weights' moving average too
-        results["trainer_masks"], ema = trainer_masks(strategy, out, ema=True)
-        np.savez(f"{OUT}/ema-{n}.npz", **ema)
-      else:
-        results["trainer_masks"] = trainer_masks(strategy, out)
-      results["clipping"] = check_clipping_and_accumulation(strategy, f"{out}/clip", more=n == 2)
+      results = {"replicas": strategy.num_replicas_in_sync,
+                 **check_masks(strategy, 0),
+                 "trainer_masks": trainer_masks(strategy, out),
+                 "clipping": check_clipping_and_accumulation(strategy, f"{out}/clip", more=n == 2)}
       if n == 2:
+        np.savez(f"{OUT}/ema-{n}.npz", **check_ema(strategy, f"{out}/ema"))
         # Replica 1's gradient turns +inf (NaN: the workers' run; each poisoned run costs a trace).
         results["poisoned"] = check_poisoned_gradient(strategy, f"{out}/poisoned", float("inf"), 1, 4)
       with open(f"{OUT}/{MODE}-{n}.json", "w", encoding="utf-8") as f:
