@@ -15,7 +15,8 @@
 #
 # DRY_RUN=1 runs the same commands on tiny settings here: a tiny hparams override, a few steps,
 # no GPU flags (none here), and local newstest files standing in for the training data
-# (--raw_data_dir: newstest2012+2015-2017 as train, newstest2013 dev, newstest2014 test).
+# (--raw_data_dir: newstest2012+2015-2017 as train, newstest2013 dev, newstest2014 test), written
+# to a new temporary folder, or to STAND_IN_DIR (runs that share it share a vocabulary in DATA_DIR).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-base}
@@ -39,10 +40,16 @@ DECODE_LINES=0
 if [ "${DRY_RUN:-0}" = 1 ]; then
   STEPS=4; AVG=2; DEVICES=""; DECODE_LINES=20
   HP="$HP,hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=512,max_length=64,eval_bleu_examples=5"
-  STAND_IN=$(mktemp -d)
-  cat ../shared/data/wmt14/newstest201{2,5,6,7}.en > "$STAND_IN/train.en"
-  cat ../shared/data/wmt14/newstest201{2,5,6,7}.de > "$STAND_IN/train.de"
-  cp ../shared/data/wmt14/newstest201{3,4}.{en,de} "$STAND_IN/"
+  STAND_IN=${STAND_IN_DIR:-$(mktemp -d)}
+  mkdir -p "$STAND_IN"
+  for lang in en de; do  # each file written aside, then renamed: runs sharing the folder read whole files
+    cat ../shared/data/wmt14/newstest201{2,5,6,7}.$lang > "$STAND_IN/.train.$lang.$$"
+    mv "$STAND_IN/.train.$lang.$$" "$STAND_IN/train.$lang"
+    for year in 2013 2014; do
+      cp ../shared/data/wmt14/newstest$year.$lang "$STAND_IN/.newstest$year.$lang.$$"
+      mv "$STAND_IN/.newstest$year.$lang.$$" "$STAND_IN/newstest$year.$lang"
+    done
+  done
   RAW=(--raw_data_dir="$STAND_IN")
   DATA=${DATA_DIR:-$STAND_IN/t2t_data}
   OUT=${OUT_DRY:-$STAND_IN/model}

@@ -12,9 +12,11 @@ skips the tests that measure real text, and runs the plumbing tests that need on
 corpus (`multi30k_folder`) on made-up caption pairs with Multi30k's file names.
 """
 
+import fcntl
 import json
 import os
 import pathlib
+import shutil
 import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -47,6 +49,13 @@ def pytest_configure(config):
   config.addinivalue_line("markers", "backend_independent: runs on the TensorFlow and JAX backends")
   config.addinivalue_line("markers", "slow: trains, or runs commands end to end; -m 'not slow' skips them "
                                      "(the lists are in tests/conftest.py)")
+  # TEST_TF_THREADS=n: TensorFlow's intra-op threads in each pytest process (not in the processes
+  # tests start), so that two workers on two cores need not share each core between their thread
+  # pools; unset, TensorFlow's default (one per core).
+  threads = int(os.environ.get("TEST_TF_THREADS") or 0)
+  if threads and os.environ.get("KERAS_BACKEND", "tensorflow") == "tensorflow":
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
 # The files that take longest, longest first (their seconds on one of two pytest-xdist workers, 2
@@ -126,15 +135,35 @@ def multi30k_folder(tmp_path_factory):
   return folder
 
 
+def built_once(tmp_path_factory, name, build):
+  """A folder that `build(folder)` filled, once per test run: under pytest-xdist the workers share
+  it (in the run's base folder; the first builds it under a lock, the others wait for it and
+  reuse it), so a session fixture that trains is not trained on each worker. Read-only to tests."""
+  if not os.environ.get("PYTEST_XDIST_WORKER"):
+    folder = tmp_path_factory.mktemp(name)
+    build(folder)
+    return folder
+  shared = tmp_path_factory.getbasetemp().parent   # the run's, above each worker's popen-gwN
+  folder, done = shared / name, shared / f"{name}.done"
+  with open(shared / f"{name}.lock", "w") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)                 # released when the file is closed
+    if not done.exists():
+      shutil.rmtree(folder, ignore_errors=True)      # what a failed build left
+      folder.mkdir()
+      build(folder)
+      done.touch()
+  return folder
+
+
 @pytest.fixture(scope="session")
 def multi30k_slice(multi30k_folder, tmp_path_factory):
   """A raw_data_dir with the first 2,000 / 100 / 100 Multi30k pairs (same file names)."""
-  folder = tmp_path_factory.mktemp("multi30k_slice")
-  for prefix, count in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
-    for lang in ("en", "de"):
-      lines = (multi30k_folder / f"{prefix}.{lang}").read_text(encoding="utf-8").split("\n")
-      (folder / f"{prefix}.{lang}").write_text("\n".join(lines[:count]) + "\n", encoding="utf-8")
-  return folder
+  def build(folder):
+    for prefix, count in (("train", 2000), ("val", 100), ("test_2016_flickr", 100)):
+      for lang in ("en", "de"):
+        lines = (multi30k_folder / f"{prefix}.{lang}").read_text(encoding="utf-8").split("\n")
+        (folder / f"{prefix}.{lang}").write_text("\n".join(lines[:count]) + "\n", encoding="utf-8")
+  return built_once(tmp_path_factory, "multi30k_slice", build)
 
 
 TINY_TEST_HPARAMS = ("hidden_size=64,filter_size=128,num_heads=4,num_hidden_layers=2,batch_size=1024,"
@@ -146,13 +175,15 @@ def tiny_model_dir(multi30k_slice, tmp_path_factory):
   """A small EN-DE model trained for a few steps on the Multi30k slice: (model_dir, data_dir).
 
   Its translations are poor; tests use it to check plumbing that must hold for any weights.
+  Trained once per run (`built_once`): tests read it, and copy it to change it.
   """
-  from t2t_lite.hparams import get_hparams
-  from t2t_lite.problems import get_problem
-  from t2t_lite.training import train_loop
-  root = tmp_path_factory.mktemp("tiny_model")
-  problem = get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice))
-  train_loop.train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS),
-                                str(root / "model"), str(root / "data"), train_steps=30,
-                                eval_steps=0, save_checkpoints_steps=10, log_every=10)
+  def build(root):
+    from t2t_lite.hparams import get_hparams
+    from t2t_lite.problems import get_problem
+    from t2t_lite.training import train_loop
+    problem = get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice))
+    train_loop.train_and_evaluate(problem, get_hparams("transformer_tiny", TINY_TEST_HPARAMS),
+                                  str(root / "model"), str(root / "data"), train_steps=30,
+                                  eval_steps=0, save_checkpoints_steps=10, log_every=10)
+  root = built_once(tmp_path_factory, "tiny_model", build)
   return root / "model", root / "data"

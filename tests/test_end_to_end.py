@@ -5,10 +5,12 @@ is what is checked), and the WMT14 recipe's real commands in their dry-run form.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from t2t_lite.bin import avg_checkpoints, bleu, decoder, exporter, trainer
@@ -30,15 +32,18 @@ def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_pa
 
   assert avg_checkpoints.main([f"--output_dir={out}", "--num_last_checkpoints=3",
                                f"--avg_dir={out}/averaged"]) == 0
-  source = multi30k_slice / "test_2016_flickr.en"
-  reference = multi30k_slice / "test_2016_flickr.de"
+  # The first 24 test lines: the commands' plumbing, with fewer search shapes to compile.
+  source, reference = tmp_path / "test.en", tmp_path / "test.de"
+  for lang, path in (("en", source), ("de", reference)):
+    lines = (multi30k_slice / f"test_2016_flickr.{lang}").read_text(encoding="utf-8").split("\n")[:24]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
   hyp = tmp_path / "test.hyp.de"
   assert decoder.main([f"--output_dir={out}/averaged", f"--decode_from_file={source}",
                        f"--decode_to_file={hyp}", "--decode_hparams=beam_size=4,alpha=0.6,extra_length=20",
                        f"--decode_reference={reference}"]) == 0
   assert "sacreBLEU" in capsys.readouterr().err
   lines = hyp.read_text(encoding="utf-8").split("\n")[:-1]
-  assert len(lines) == 100
+  assert len(lines) == 24
   assert bleu.main([f"--translation={hyp}", f"--reference={reference}"]) == 0
   scored = capsys.readouterr().out
   assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in scored
@@ -51,33 +56,52 @@ def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_pa
   assert served == lines[:3]
 
 
-def test_wmt14_recipe_commands_run_in_dry_run(shared_data, tmp_path):
-  """One machine: big with gradient accumulation (1gpu). `base 8gpu` runs, in the dry run (no GPU
-  flags here), the commands each worker of the multiworker test below runs."""
-  env = dict(os.environ, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"), DATA_DIR=str(tmp_path / "data"),
-             NEWSTEST_DIR=str(shared_data / "wmt14"),
-             PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+def _dry_run_env(shared_data, folder, **extra):
+  """The recipe's dry run into `folder`; the module's runs share one stand-in corpus."""
+  return dict(extra, DRY_RUN="1", OUT_DRY=str(folder / "model"), STAND_IN_DIR=str(folder.parent / "stand_in"),
+              NEWSTEST_DIR=str(shared_data / "wmt14"),
+              PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+
+
+@pytest.fixture(scope="module")
+def one_gpu_dry_run(shared_data, tmp_path_factory):
+  """`big 1gpu` in the dry run: (its folder, the finished process). Its data dir holds the
+  vocabulary that the module's other dry run starts from (the same corpus, the same file)."""
+  folder = tmp_path_factory.mktemp("wmt14") / "1gpu"
+  env = dict(os.environ, **_dry_run_env(shared_data, folder, DATA_DIR=str(folder / "data")))
   result = subprocess.run(["bash", os.path.join(REPO, "scripts", "wmt14_recipe.sh"), "big", "1gpu"],
                           capture_output=True, text=True, env=env, timeout=600)
+  return folder, result
+
+
+def test_wmt14_recipe_commands_run_in_dry_run(one_gpu_dry_run):
+  """One machine: big with gradient accumulation (1gpu). `base 8gpu` runs, in the dry run (no GPU
+  flags here), the commands each worker of the multiworker test below runs."""
+  folder, result = one_gpu_dry_run
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   assert "sacreBLEU" in result.stdout and "tokenized BLEU" in result.stdout
-  assert tf.train.latest_checkpoint(str(tmp_path / "model" / "averaged"))
+  assert tf.train.latest_checkpoint(str(folder / "model" / "averaged"))
 
 
-def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, tmp_path, worker_envs):
-  """Two worker processes on 127.0.0.1, as on two machines; the chief averages, decodes, scores."""
+def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, one_gpu_dry_run, worker_envs):
+  """Two worker processes on 127.0.0.1, as on two machines; the chief averages, decodes, scores.
+  Each worker's data dir is a copy of the 1gpu run's (its vocabulary: the one each would build
+  from the same stand-in corpus; building it is the 1gpu run's part)."""
+  one_gpu, _ = one_gpu_dry_run
+  assert [n for n in os.listdir(one_gpu / "data") if n.startswith("vocab.translate_ende.")]
+  tmp_path = one_gpu.parent / "multiworker"
   procs = []
-  envs = worker_envs(2, DRY_RUN="1", OUT_DRY=str(tmp_path / "model"),
-                     NEWSTEST_DIR=str(shared_data / "wmt14"),
-                     PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"])
+  envs = worker_envs(2, **_dry_run_env(shared_data, tmp_path))
   for index, env in enumerate(envs):
     env["DATA_DIR"] = str(tmp_path / f"data{index}")
+    shutil.copytree(one_gpu / "data", env["DATA_DIR"])
     recipe = os.path.join(REPO, "scripts", "wmt14_recipe.sh")
     procs.append(subprocess.Popen(["bash", recipe, "base", "multiworker"], stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, env=env))
   outputs = [p.communicate(timeout=600)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n\n".join(o[-3000:] for o in outputs)
   assert "sacreBLEU" in outputs[0] and "not the chief" in outputs[1]
+  assert not [o for o in outputs if "was built from" in o]   # the copied vocabulary fits this corpus
   # The trainer command trained on both workers: worker 1 saved what it holds to its own folder,
   # the same weights as the chief's last checkpoint.
   out = tmp_path / "model"

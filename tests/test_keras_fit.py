@@ -20,6 +20,10 @@ HPARAMS = ("batch_size=1024,learning_rate_constant=0.5,learning_rate_warmup_step
            "optimizer_adam_beta2=0.98,layer_prepostprocess_dropout=0.0,attention_dropout=0.0,"
            "relu_dropout=0.0,eval_bleu_examples=0")
 STEPS = 300
+# d 64 learns the copy task in these 300 updates at least as well as tiny's d 128 (measured
+# 2026-11-25: teacher-forced token accuracy 0.99, greedy sequence accuracy 0.62; d 128: 0.93,
+# 0.42), for about a third of the compute.
+FIT_SIZE = ",hidden_size=64,filter_size=256"
 
 
 def test_the_fit_loss_equals_the_trainers_loss(tmp_path):
@@ -38,7 +42,7 @@ def test_the_fit_loss_equals_the_trainers_loss(tmp_path):
 def fitted(tmp_path_factory):
   root = tmp_path_factory.mktemp("fit")
   problem = get_problem("algorithmic_copy")
-  hparams = get_hparams("transformer_tiny", HPARAMS)
+  hparams = get_hparams("transformer_tiny", HPARAMS + FIT_SIZE)
   vocab = problem.get_vocab(str(root / "data"))
   train_loop.seed_initialization(hparams.seed)
   model = model_dir.build_model(hparams, vocab.vocab_size)
@@ -61,14 +65,14 @@ def test_fit_learns_the_copy_task(fitted):
   losses = history.history["loss"]
   assert losses[-1] < losses[0]
   correct = total = 0
-  for batch in problem.dataset("test", str(root / "data"), get_hparams("transformer_tiny", HPARAMS),
-                               training=False).take(4):
+  hparams = get_hparams("transformer_tiny", HPARAMS + FIT_SIZE)
+  for batch in problem.dataset("test", str(root / "data"), hparams, training=False).take(4):
     predicted = tf.argmax(model(batch, training=False), -1, output_type=tf.int32).numpy()
     mask = batch["targets"].numpy() != 0
     correct += int(np.sum((predicted == batch["targets"].numpy()) & mask))
     total += int(mask.sum())
   print(f"fit: teacher-forced token accuracy {correct / total:.3f}")
-  assert correct / total >= 0.8  # measured 0.93 here; an untrained model ~0.03
+  assert correct / total >= 0.8  # measured 0.99 here; an untrained model ~0.03
   assert len((root / "log.csv").read_text().splitlines()) == 4  # the header and 3 epochs
 
 
@@ -80,4 +84,4 @@ def test_a_fitted_model_directory_decodes(fitted):
   outputs = translator.translate([s for s, _ in pairs])
   accuracy = np.mean([o == t for o, (_, t) in zip(outputs, pairs)])
   print(f"fit: greedy sequence accuracy {accuracy:.3f}")
-  assert accuracy >= 0.2  # measured 0.42 here after 300 updates; untrained: 0
+  assert accuracy >= 0.2  # measured 0.62 here after 300 updates; untrained: 0

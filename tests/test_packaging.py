@@ -87,11 +87,16 @@ def test_test_script_runs_every_pass_and_fails_if_any_failed(tmp_path):
                                 '[ "$KERAS_BACKEND" = jax ]\n')
   for stub in ("ruff", "python"):
     os.chmod(stubs / stub, 0o755)
+  # The JAX pass collects only the files that mark tests backend_independent.
+  (tmp_path / "tests").mkdir()
+  (tmp_path / "tests" / "test_both.py").write_text("pytestmark = pytest.mark.backend_independent\n")
+  (tmp_path / "tests" / "test_tf.py").write_text("def test_x():\n  pass\n")
   result = subprocess.run(["bash", str(tmp_path / "scripts" / "test.sh"), "-k", "x"],
                           capture_output=True, text=True, timeout=60)
   calls = log.read_text().splitlines()
   assert [c.split()[:2] for c in calls] == [["ruff", "check"], ["python", "tensorflow"], ["python", "jax"]]
-  assert calls[-1].endswith("-m backend_independent tests -k x")
+  assert calls[1].endswith(" tests -k x")
+  assert calls[-1].endswith("-m backend_independent tests/test_both.py -k x")
   assert result.returncode != 0 and "TensorFlow pass" in result.stderr
   # The fast subset: the marker reaches both passes, the JAX pass keeping its own.
   log.unlink()
@@ -99,7 +104,7 @@ def test_test_script_runs_every_pass_and_fails_if_any_failed(tmp_path):
                  timeout=60, env=dict(os.environ, TEST_MARKER="not slow"))
   calls = log.read_text().splitlines()
   assert "-m not slow tests" in calls[1]
-  assert calls[2].endswith("-m backend_independent and (not slow) tests")
+  assert calls[2].endswith("-m backend_independent and (not slow) tests/test_both.py")
 
 
 @pytest.mark.parametrize("command", sorted(CONSOLE_SCRIPTS))

@@ -98,11 +98,12 @@ def test_worker_flags_are_checked_against_tf_config(monkeypatch):
     trainer.check_workers(2, 0)
 
 
-def test_checkpoints_every_n_seconds(tiny_model_dir, multi30k_slice, tmp_path, monkeypatch, capsys):
+def test_checkpoints_every_n_seconds(tmp_path, monkeypatch, capsys):
   """--save_checkpoints_secs: checkpoints (and evaluations) follow the clock, not the step
   count. A fake clock stands still except that every update takes exactly 1 s, so with a 2 s
   interval the checkpoints are exactly steps 2, 4 and 6 (not every update, not only the last).
-  keep_checkpoint_every_n_hours keeps them."""
+  keep_checkpoint_every_n_hours keeps them. (The copy task and a one-layer d32 model: the clock
+  is what is checked.)"""
   from t2t_lite.hparams import get_hparams
   from t2t_lite.problems import get_problem
   now = [0.0]
@@ -115,13 +116,12 @@ def test_checkpoints_every_n_seconds(tiny_model_dir, multi30k_slice, tmp_path, m
 
   monkeypatch.setattr(train_loop.Trainer, "train_step", one_second_update)
   monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
-  _, data_dir = tiny_model_dir
   out = tmp_path / "model"
-  hparams = get_hparams("transformer_tiny", TINY_TEST_HPARAMS)
+  hparams = get_hparams("transformer_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
+                        "batch_size=256,max_length=16,eval_bleu_examples=0")
   assert hparams.gradient_accumulation_steps == 1   # one train_step per update
   train_loop.train_and_evaluate(
-      get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)),
-      hparams, str(out), str(data_dir), train_steps=6,
+      get_problem("algorithmic_copy"), hparams, str(out), str(tmp_path / "data"), train_steps=6,
       eval_steps=1, save_checkpoints_steps=1000, keep_checkpoint_max=1, log_every=1000,
       save_checkpoints_secs=2, keep_checkpoint_every_n_hours=1e-9)
   assert now[0] == 6.0
