@@ -60,11 +60,11 @@ def pytest_configure(config):
 
 # The files that take longest, longest first: the seconds of their tests among the 25 slowest of
 # the last suite run (2026-11-25, two pytest-xdist workers on 2 cores; setup included), summed per
-# file (a file's tests all run on one worker; its shorter tests are not counted). They run first and the rest after them in their
-# usual order, so that the run ends on short files: scripts/test.sh gives each worker the next file
-# when it is nearly done (`--dist loadfile --no-loadscope-reorder`), and a long file handed out last
-# would keep one worker busy while the other has nothing left. Reorder when the times change a lot
-# (`--durations=25` prints them).
+# file (a file's tests all run on one worker; its shorter tests are not counted). They run first
+# and the rest after them in their usual order, so that the run ends on short files:
+# scripts/test.sh gives each worker the next file when it is nearly done (`--dist loadfile
+# --no-loadscope-reorder`), and a long file handed out last would keep one worker busy while the
+# other has nothing left. Reorder when the times change a lot (`--durations=25` prints them).
 LONGEST_FIRST = (
     "test_end_to_end.py",          # 222 s: wmt14 multiworker 78, wmt14 setup 72, multi30k 71
     "test_data_parallel.py",       # 141 s: 2-device setup 67, 4-device setup 39, workers setup 35
