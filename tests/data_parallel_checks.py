@@ -31,7 +31,7 @@ from t2t_lite.layers import Dropout  # noqa: E402
 from t2t_lite.layers.dropout import numpy_keep_mask  # noqa: E402
 from t2t_lite.models.transformer import Transformer  # noqa: E402
 from t2t_lite.problems import get_problem  # noqa: E402
-from t2t_lite.training import train_loop  # noqa: E402
+from t2t_lite.training import best, train_loop  # noqa: E402
 
 MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
          "max_length=16,eval_bleu_examples=0")
@@ -276,10 +276,15 @@ def main():
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
                "trainer_masks": trainer_masks(strategy, OUT)}
     hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
+    # Evaluations at every update (1 and 3 between checkpoints) with a patience every worker must
+    # follow: counted from update 1 (no later one improves by the delta), it runs out at update 4,
+    # the last, so a worker that did not follow it would end there too rather than wait forever.
     trained = train_loop.train_and_evaluate(
-        get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=0,
-        save_checkpoints_steps=2, log_every=1, strategy=strategy)
-    results["step"] = trained["step"]
+        get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=1,
+        eval_every=1, save_checkpoints_steps=2, log_every=1, strategy=strategy,
+        early_stopping=best.EarlyStopping(patience=3, delta=1e9))
+    results.update(step=trained["step"], stopped_early=trained.get("stopped_early"),
+                   best_step=trained.get("best_step"), best_loss=trained.get("best_loss"))
     np.savez(f"{OUT}/weights-{INDEX}.npz", *TRAINERS[-1].model.get_weights())  # as held in memory
     results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned", float("nan"), 1, 4)
     with open(f"{OUT}/{MODE}-{INDEX}.json", "w", encoding="utf-8") as f:

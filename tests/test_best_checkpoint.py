@@ -9,6 +9,7 @@ never after a wall-clock delay.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -193,6 +194,25 @@ def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
   assert results["step"] == 8 and results["stopped_early"] == 8 and results["best_step"] == 4
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-8")
   assert best.read_best(str(out))["step"] == 4
+
+
+def test_another_worker_follows_the_chiefs_best_and_writes_nothing(stopped, tmp_path):
+  """A worker other than the chief keeps the best only with a patience, to stop with the chief:
+  it starts from the chief's best/ record (a resumed run counts the patience from the same
+  step) and writes nothing. Without a patience it keeps (and evaluates) nothing."""
+  out = tmp_path / "model"
+  shutil.copytree(stopped[0], out, symlinks=True)
+  settings = best.EarlyStopping(metric="score", minimize=False, patience=4, delta=0.0)
+  assert train_loop.best_keeper(str(out), best.EarlyStopping("score", False), chief=False) is None
+  assert train_loop.best_keeper(str(out), None, chief=False) is None
+  follower = train_loop.best_keeper(str(out), settings, chief=False)
+  assert follower.best["step"] == 4 and follower.should_stop(8) and not follower.should_stop(7)
+  files = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
+  assert follower.update(10, {"score": 9.0}, checkpoint=None)  # the chief's best/ would take it
+  assert follower.best["step"] == 10 and not follower.should_stop(13) and follower.should_stop(14)
+  assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == files
+  assert best.read_best(str(out))["step"] == 4
+  assert train_loop.best_keeper(str(out), None, chief=True).best["step"] == 4  # the chief's
 
 
 @pytest.mark.parametrize("relative", [False, True])

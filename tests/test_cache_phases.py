@@ -142,9 +142,13 @@ def run_search(kind, model, lengths):
 
 
 def assert_same_state(phased, one_phase):
-  """Every field equal: integers and booleans exactly, floats (log-probabilities, scores, the
-  cache) within float noise (the masked slots add exact zeros; the sums' order may differ)."""
+  """Every field but the cache (which the phased search does not return) equal: integers and
+  booleans exactly, floats (log-probabilities, scores) within float noise (the masked slots add
+  exact zeros; the sums' order may differ)."""
+  assert phased.cache == {}
   for name, a, b in zip(phased._fields, phased, one_phase):
+    if name == "cache":
+      continue
     for x, y in zip(keras.tree.flatten(a), keras.tree.flatten(b)):
       assert x.shape == y.shape, name
       if x.dtype.kind == "f":
@@ -202,21 +206,60 @@ def test_each_step_runs_with_the_cache_of_its_phase():
 
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="eager TF runs the loop in Python")
 def test_a_search_done_early_runs_no_step_in_the_later_phases():
-  """Every sentence ends within the first phase: no step runs with a longer cache (the later
-  phases' loops only check their condition), and the state is the one-phase search's."""
+  """Every sentence ends within the first phase: no step runs with a longer cache, the cache is
+  never grown, and the state is the one-phase search's."""
   model = tiny_transformer()
   memory, source_mask = model.encode(SOURCES)
   limits = np.array([5, 9, 12], "int32")
-  states, seen = {}, {}
+  states, seen, extended = {}, {}, []
+
+  def extend(cache, length):
+    extended.append(length)
+    return extend_self_attention(cache, length)
+
   for lengths in ((16, 32, 50), (50,)):
     seen[lengths] = []
     states[lengths] = run_beam_search(
         eos_rising(model, 4, seen[lengths]), model.init_cache(memory, source_mask, lengths[0]), 3,
-        4, VOCAB, MAX_LENGTH, decode_lengths=limits, cache_lengths=lengths,
-        extend_cache=extend_self_attention)
-  assert set(seen[(16, 32, 50)]) == {16} and int(states[(50,)].step) == 12
+        4, VOCAB, MAX_LENGTH, decode_lengths=limits, cache_lengths=lengths, extend_cache=extend)
+  assert set(seen[(16, 32, 50)]) == {16} and int(states[(50,)].step) == 12 and extended == []
   as_numpy = lambda state: keras.tree.map_structure(ops.convert_to_numpy, state)  # noqa: E731
   assert_same_state(as_numpy(states[(16, 32, 50)]), as_numpy(states[(50,)]))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="counts with a tf.Variable")
+@pytest.mark.parametrize("kind, xla", [("beam", True), ("greedy", False)], ids=["beam-xla", "greedy-graph"])
+def test_a_compiled_search_done_early_skips_the_later_phases(kind, xla):
+  """Compiled (XLA, or a graph): once every sentence is done, no later phase runs (counted when
+  the search runs: the cache is never grown) and the state is the one-phase search's; outputs
+  that reach the last phase grow it twice."""
+  import tensorflow as tf
+  model = tiny_transformer()
+  beam = 4 if kind == "beam" else 1
+  grown = tf.Variable(0)
+
+  def extend(cache, length):
+    grown.assign_add(1)
+    return extend_self_attention(cache, length)
+
+  def search(source, limits, lengths):
+    memory, source_mask = model.encode(source)
+    cache = model.init_cache(memory, source_mask, lengths[0] if lengths else MAX_LENGTH)
+    phases = {"decode_lengths": limits, "cache_lengths": lengths, "extend_cache": extend}
+    if kind == "beam":
+      return run_beam_search(eos_rising(model, beam, []), cache, 3, beam, VOCAB, MAX_LENGTH, **phases)
+    return sampling_loop(eos_rising(model, beam, []), cache, 3, MAX_LENGTH,
+                         lambda logits, step: ops.argmax(logits, axis=-1), **phases)
+
+  phased = tf.function(lambda source, limits: search(source, limits, cache_phases(MAX_LENGTH)),
+                       jit_compile=xla)
+  one_phase = tf.function(lambda source, limits: search(source, limits, None), jit_compile=xla)
+  as_numpy = lambda state: keras.tree.map_structure(ops.convert_to_numpy, state)  # noqa: E731
+  early = np.array([5, 9, 12], "int32")
+  state = as_numpy(phased(SOURCES, early))
+  assert int(grown.numpy()) == 0 and int(state.step) == 12
+  assert_same_state(state, as_numpy(one_phase(SOURCES, early)))
+  assert int(as_numpy(phased(SOURCES, LIMITS)).step) > 32 and int(grown.numpy()) == 2
 
 
 # ---------------------------------------------------------------------------- the search graph

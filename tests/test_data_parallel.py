@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 from t2t_lite import model_dir
+from t2t_lite.training import best
 from test_ema import numpy_ema
 
 CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_parallel_checks.py")
@@ -198,6 +199,23 @@ def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(worke
   # Each worker's replica draws its own mask: a fresh layer, and the Trainer's own step.
   _assert_masks_are_per_replica([r["masks"][0] for r in results], [r["reference"][0] for r in results])
   _assert_trainer_masks_differ([r["trainer_masks"][0] for r in results], 2)
+
+
+def test_workers_stop_early_together_and_only_the_chief_keeps_best(workers):
+  """A patience every worker follows (on the dev loss, which each computes): both stop at the
+  same update with the same best; best/ is the chief's alone (the other worker writes none).
+  The chief keeps update 1's evaluation, between checkpoints, by saving it alone."""
+  results, out = workers
+  assert [r["stopped_early"] for r in results] == [4, 4]
+  assert results[0]["best_step"] == results[1]["best_step"]
+  assert results[0]["best_loss"] == pytest.approx(results[1]["best_loss"], rel=1e-6)
+  record = best.read_best(str(out / "run"))
+  assert (record["step"], record["value"]) == (results[0]["best_step"], results[0]["best_loss"])
+  assert record["patience_from"]["step"] == 1
+  kept = sorted(str(path.relative_to(out / "run")) for path in (out / "run").rglob("*best*"))
+  version = f".best-{record['step']}"
+  assert kept == [version, f"{version}/best.json", "best"], kept   # nothing in .worker_1
+  assert model_dir.restore_model(str(out / "run" / "best"))[2].endswith(f"ckpt-{record['step']}")
 
 
 def test_nonfinite_gradient_on_one_worker_stops_every_worker_before_saving(workers):

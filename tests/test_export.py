@@ -49,6 +49,12 @@ def test_layout_is_tf_serving_versioned(exported):
   assert sorted(os.listdir(export_dir)) == ["7"]
   assert os.path.exists(export_dir / "7" / "saved_model.pb")
   assert os.path.isdir(export_dir / "7" / "variables")
+  # Beside it, what the graph decodes with, and the source widths it pads to: the last is its
+  # source limit (the default max_input_size, 256, below the model's own), recorded once.
+  extra = export_dir / "7" / "assets.extra"
+  assert json.loads((extra / saved_model.DECODE_HPARAMS_FILE).read_text())["beam_size"] == 2
+  assert json.loads((extra / saved_model.SHAPES_FILE).read_text()) == {
+      "width_buckets": [16, 32, 64, 128, 256]}
 
 
 def test_loads_without_t2t_lite_and_matches_the_decoder(exported):

@@ -18,7 +18,7 @@ from t2t_lite import model_dir
 from t2t_lite.bin import trainer
 from t2t_lite.hparams import get_hparams
 from t2t_lite.problems import get_problem
-from t2t_lite.training import average, train_loop
+from t2t_lite.training import average, evaluation, train_loop
 
 TINY = "transformer_tiny"
 # A very small model for the plumbing tests; the learning test uses the real tiny set.
@@ -111,6 +111,24 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
   assert tf.train.latest_checkpoint(out).endswith("ckpt-4")  # nothing saved after the NaN
   _, model, _ = model_dir.restore_model(out)
   assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_a_second_evaluation_traces_nothing(tmp_path, monkeypatch):
+  """The trainer's eval function is built once per Trainer: later evaluations, with batches of
+  the shapes already seen, reuse its traces (each trace runs the loss in Python once)."""
+  traces = []
+  real_loss = evaluation.fast_smoothed_cross_entropy
+  monkeypatch.setattr(evaluation, "fast_smoothed_cross_entropy",
+                      lambda *args: traces.append(1) or real_loss(*args))
+  problem, hparams = get_problem("algorithmic_copy"), get_hparams(TINY, MICRO)
+  trainer = train_loop.Trainer(hparams, problem.get_vocab(None).vocab_size, str(tmp_path))
+  dev = lambda: problem.dataset("dev", None, hparams, training=False)  # noqa: E731
+  shapes = {tuple(batch["targets"].shape) for batch in dev().take(3)}
+  assert len(shapes) > 1, shapes  # batches of several shapes
+  first = trainer.evaluate(dev(), 3)
+  assert 0 < len(traces) <= 2   # reduce_retracing: one trace, or two with the shapes relaxed
+  traced = len(traces)
+  assert trainer.evaluate(dev(), 3) == first and len(traces) == traced
 
 
 def _main(argv, capsys):

@@ -114,19 +114,30 @@ def run_phases(cond, body, state, cache_lengths=None, extend_cache=None):
   next length (e.g. zeros appended to the self-attention keys and values, which the causal mask
   hides as it hides the preallocated ones). Every step runs the same body on the same state
   except for the cache's length, so the results are those of one loop, while the early steps
-  attend over (and beam search reorders) 16, 32, ... positions, not the longest output's. The
-  phases after the last step still run their `cond` once (and grow the cache): a few copies,
-  no step.
+  attend over (and beam search reorders) 16, 32, ... positions, not the longest output's.
+
+  The later phases run only while the search goes on (`ops.cond` on `cond`, inside a compiled
+  search too): once every sentence is done, the cache is not grown again and no further loop
+  starts. The phases end at different cache lengths, so the returned state's cache is `{}`
+  (the searches return none of it).
   """
   if cache_lengths is None:
     (state,) = ops.while_loop(cond, body, (state,))
     return state
-  for phase, length in enumerate(cache_lengths):
-    if phase:
-      state = state._replace(cache=extend_cache(state.cache, length))
-    (state,) = ops.while_loop(lambda s, length=length: (s.step < length) & cond(s), body,
-                              (state,))
-  return state
+
+  def from_phase(state, phase):
+    """Runs phases `phase`, `phase + 1`, ... on `state`, whose cache holds the positions of
+    phase `phase`."""
+    length = cache_lengths[phase]
+    (state,) = ops.while_loop(lambda s: (s.step < length) & cond(s), body, (state,))
+    done = state._replace(cache={})
+    if phase + 1 == len(cache_lengths):
+      return done
+    grown = lambda: from_phase(  # noqa: E731
+        state._replace(cache=extend_cache(state.cache, cache_lengths[phase + 1])), phase + 1)
+    return ops.cond(cond(state), grown, lambda: done)
+
+  return from_phase(state, 0)
 
 
 def log_softmax(logits):

@@ -44,7 +44,9 @@ from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
 DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
-SHAPES_FILE = "shapes.json"   # in assets.extra/: {"source_limit", "width_buckets"} of the graph
+# In assets.extra/: {"width_buckets": the source widths the graph pads to, the last its source
+# limit}. (Exports before 2026-11-25 also wrote that limit as "source_limit"; nothing reads it.)
+SHAPES_FILE = "shapes.json"
 
 
 def padded_batch(n):
@@ -145,9 +147,9 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
     decode_hparams: beam size, alpha, extra length and the problem's decoding constraint
       (parsing) fixed into the graph (default: the problem's decode defaults: T2T's beam 4,
       alpha 0.6, extra length 100 for translation; beam 21, alpha 0.3, +300 for parsing).
-      They are written to `<version>/assets.extra/decode_hparams.json`, and the source limit
-      and the width buckets the graph pads to (`buckets.width_buckets`) to `shapes.json` there
-      (what `t2t-lite-serve` warms up).
+      They are written to `<version>/assets.extra/decode_hparams.json`, and the width buckets
+      the graph pads to (`buckets.width_buckets`, ending at the source limit) to `shapes.json`
+      there (what `t2t-lite-serve` warms up).
     checkpoint_path: default: the latest checkpoint of `output_dir`.
     version: the numeric folder name (default: seconds since the epoch, as TF Serving expects
       increasing numbers).
@@ -178,6 +180,6 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
     with open(os.path.join(tmp, "assets.extra", DECODE_HPARAMS_FILE), "w", encoding="utf-8") as f:
       f.write(decode_hparams.to_json())
     with open(os.path.join(tmp, "assets.extra", SHAPES_FILE), "w", encoding="utf-8") as f:
-      json.dump({"source_limit": module.limit, "width_buckets": list(module.buckets)}, f)
+      json.dump({"width_buckets": list(module.buckets)}, f)
   print(f"exported {output_dir} to {final}", flush=True)
   return final

@@ -359,6 +359,24 @@ def check_early_stopping(strategy: tf.distribute.Strategy,
     early_stopping.check_several_workers(chief_metrics=evaluate_fn is not None)
 
 
+def best_keeper(output_dir: str, early_stopping: best_lib.EarlyStopping | None,
+                chief: bool) -> best_lib.BestKeeper | None:
+  """The keeper of the best evaluation for this process, or None where it needs none.
+
+  The chief keeps the best as OUTPUT_DIR/best. Another worker (MultiWorkerMirroredStrategy) never
+  writes best/; it needs a keeper only with a patience, to stop at the same update as the chief
+  (the collectives of a step wait for every worker): it then evaluates at the same steps as the
+  chief, on a metric every worker computes (`check_early_stopping`), so it decides the same. It
+  starts from the chief's OUTPUT_DIR/best record, read before any step runs (the chief writes it
+  only at evaluations), so a resumed run counts the patience from the same step on every worker.
+  Without a patience it neither keeps nor evaluates anything (its metrics would be the chief's).
+  """
+  settings = early_stopping or best_lib.EarlyStopping()
+  if not chief and settings.patience is None:
+    return None
+  return best_lib.BestKeeper(output_dir, settings, write=chief)
+
+
 def train_and_evaluate(
     problem: Problem, hparams: HParams, output_dir: str, data_dir: str | None = None,
     train_steps: int = 1000, eval_steps: int = 100, save_checkpoints_steps: int = 1000,
@@ -421,7 +439,7 @@ def train_and_evaluate(
     model_dir.write_vocab(output_dir, vocab)
   trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
                     keep_checkpoint_every_n_hours, warm_start)
-  keeper = best_lib.BestKeeper(trainer.manager.directory, early_stopping) if eval_steps else None
+  keeper = best_keeper(output_dir, early_stopping, chief) if eval_steps else None
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
@@ -484,7 +502,8 @@ def train_and_evaluate(
       last_save = time.time()
       if chief:
         print(f"saved {path}", flush=True)
-    if eval_steps and (last or (save_now if eval_at_saves else step % eval_every == 0)):
+    # (No keeper: no evaluations, or another worker that has no patience to follow; `best_keeper`.)
+    if keeper is not None and (last or (save_now if eval_at_saves else step % eval_every == 0)):
       with trainer.evaluated_weights() as evaluated:
         results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
                                    eval_steps)
@@ -492,10 +511,9 @@ def train_and_evaluate(
           results.update(evaluate_fn(evaluated))
       _write_scalars(writers["eval"], step, results)
       print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
-      # best/ links the checkpoint just saved at this step rather than saving it again. Other
-      # workers keep the best only to stop with the chief (their metrics may lack dev BLEU).
-      if ((chief or keeper.settings.patience)
-          and keeper.update(step, results, trainer.checkpoint, path if save_now else None) and chief):
+      # On the chief, a new best becomes best/, linking the checkpoint just saved at this step
+      # rather than saving it again; another worker only records it.
+      if keeper.update(step, results, trainer.checkpoint, path if save_now else None) and chief:
         print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: kept as "
               f"{best_lib.best_dir(output_dir)}", flush=True)
       if keeper.should_stop(step):
