@@ -752,8 +752,8 @@ def bench_model_dir(args):
 
 # --make_base_model_dir: transformer_base (d 512, 6+6 layers) on the Multi30k problem's 8k vocabulary,
 # trained only until it ends its sentences (see `make_base_model_dir`).
-BASE_HPARAMS = "transformer_base,batch_size=2048,learning_rate_constant=1.0,learning_rate_warmup_steps=100"
-BASE_TRAIN_STEPS = 300
+BASE_HPARAMS = "transformer_base,batch_size=1024,learning_rate_constant=1.0,learning_rate_warmup_steps=100"
+BASE_TRAIN_STEPS = 100
 
 
 def make_base_model_dir(args):
@@ -765,11 +765,21 @@ def make_base_model_dir(args):
   What it is for: timing the decoding machinery (t2t-lite-decoder, the SavedModel, CTranslate2)
   at base's shapes on real lines, not translating well. Its weights must still end sentences:
   an untrained model never predicts EOS, so every sentence would run to its source length +
-  extra_length (50) steps, several times the steps of a trained model's outputs, over a cache of
-  up to 128 positions, which would make the 1,000-line table of `bench_model_dir` take hours.
-  A few hundred updates at a high learning rate (warmup 100, constant 1: peak 4.4e-3) teach it
-  the end of a sentence (after "." in Multi30k's German) and outputs of about its references'
-  lengths; the run's first line says how long its outputs are against the references.
+  extra_length (50) steps, several times a trained model's, over a cache of up to 128 positions.
+  So it trains briefly at a high learning rate (warmup 100, constant 1: 4.4e-3 x step / 100 up
+  to step 100), in batches of 1,024 tokens: a base update took about 14 s on the shared 2-core
+  EPYC under a load of 7 (the loss 6.17 at step 10, 5.14 at step 20), a few seconds alone, so
+  100 updates take minutes. Whether 100 are enough for outputs of about the references' length
+  is not yet checked: `--model_dir` prints the decoder's words per line beside the references'
+  (with --references); raise --train_steps if the outputs are much longer.
+
+  How long the `--model_dir` table takes for this model (an estimate, not a measurement): a beam-4
+  step at batch 64 costs about 5x the Multi30k model's (52 against 10 MFLOP per hypothesis-step),
+  about 130-160 ms alone, so a pass over 1,000 lines of trained-model lengths (about 650 steps)
+  takes 85-105 s in process. The table makes about 12 such passes at --rounds=2 (the decoder
+  command; the SavedModel's first pass and rounds; the cache-phase comparison's passes with and
+  without phases and its step count; CTranslate2's), about half an hour; --rounds=1 and
+  --num_lines=500 bring it to about 10-15 minutes.
   """
   command = [os.path.join(os.path.dirname(sys.executable), "t2t-lite-trainer"),
              "--problem=translate_ende_multi30k", f"--data_dir={args.data_dir}",
