@@ -7,6 +7,8 @@
     python scripts/bench_decode.py --smoke                  # seconds: tiny, batch 1, length 4 (a test)
     python scripts/bench_decode.py --model_dir=DIR --lines=FILE [--cache_phases_only]
                                                             # a trained model on real lines
+    python scripts/bench_decode.py --make_base_model_dir=DIR --raw_data_dir=../shared/data/multi30k
+                                                            # a base-shaped DIR for --model_dir
 
 Random weights; every source has 30 tokens and every output exactly 30 (EOS is masked out and
 `extra_length=0`, so each sentence runs to its length limit): the work is fixed, as in
@@ -29,6 +31,26 @@ decoder (the encoder-decoder keys/values are projected once per source) and the 
 projection's table. The run measures this machine's streaming read bandwidth (a reduction over
 1 GiB) and prints the resulting ceiling on greedy tokens/s: no float32 decoder can beat it, cached
 or not.
+
+At batch 64 a step is bound by its matrix products. The run counts the FLOPs of translating one
+sentence from the model's config (`decode_products`: every matrix product, 2 FLOPs a
+multiply-add: the encoder and the encoder-decoder keys/values once per sentence; per hypothesis
+and step the decoder's projections, feed-forward networks, attention scores and weighted sums over
+the cached and source positions, and the output projection; the first step with one hypothesis
+per sentence) and gives every row its GFLOP/s and MFU: the same FLOPs for every row of a search,
+ours and CTranslate2's alike, since they compute the same model (the uncached rows compute more
+than that). MFU is against the float32 matmul peak measured in the same run: the fastest of 5
+rounds of a [2048, 2048] x [2048, 2048] TF matmul (`benchmarking.matmul_peak`, as
+bench_train.py). Small-row products do not reach that peak, so the run also times the model's own
+weight products at each batch, [batch x beam, k] x [k, n] for a step's (rows = batch x source
+length for the encoder's), each shape as the chain of its distinct matrices (one per layer) in
+sequence, compiled with XLA and as a TF graph (oneDNN), and prints their GFLOP/s. The ceiling rows
+give the target tok/s of greedy and beam 4 if every counted FLOP ran at the square matmul peak,
+and if every weight product ran at the best rate measured at its own shape (attention's products
+at the peak) with nothing else in the step; then each ceiling over CTranslate2 float32. Neither
+is a proof about every kernel there may be; the first is the fastest this machine's best large
+float32 matmul allows, and a float32 decoder over CTranslate2 float32 by more than that ratio would
+have to run its small products faster than TF runs a 2048^3 one.
 """
 
 import argparse
@@ -38,19 +60,22 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import NamedTuple
 
 # First: it sets TensorFlow's environment before TensorFlow is imported.
-from benchmarking import build_model, interleaved
+from benchmarking import SHAPES, build_model, interleaved, matmul_peak
 
 import numpy as np
 import tensorflow as tf
 
 from t2t_lite.decoding.translator import make_search_fn
-from t2t_lite.hparams import DecodeHParams
+from t2t_lite.hparams import DecodeHParams, get_hparams
+from t2t_lite.hparams.model_config import ModelConfig
 from t2t_lite.token_ids import EOS_ID
 
 SMOKE = ["--shapes", "tiny", "--batches", "1", "--length", "4", "--repeats", "1", "--rounds", "1",
-         "--min_seconds", "0", "--bandwidth_gib", "0.01", "--num_lines", "24"]
+         "--min_seconds", "0", "--bandwidth_gib", "0.01", "--matmul_size", "256", "--chain_gflop", "0.01",
+         "--num_lines", "24"]
 UNCACHED = ("greedy, uncached", "greedy, uncached, whole model (T2T)")  # decoder only; T2T's
 
 
@@ -213,7 +238,7 @@ def saved_model_run(model, source, workdir, beam):
   with open(lines_file, "w", encoding="utf-8") as f:
     f.writelines(" ".join(map(str, row[:-1])) + "\n" for row in source.numpy())
   process = SavedModelProcess(path, lines_file, source.shape[0])
-  name = f"{'greedy' if beam == 1 else f'beam {beam}'}, SavedModel in a default process"
+  name = f"{search_name(beam)}, SavedModel in a default process"
   return name, process, process
 
 
@@ -254,6 +279,144 @@ def weight_bytes_per_step(model):
   return 4 * (decoder + int(np.prod(model.embedding.embeddings.shape)))
 
 
+class Product(NamedTuple):
+  """`count` matrix products [rows, k] x [k, n] made in translating one sentence, 2 x rows x k x n
+  FLOPs each (a multiply-add is two). `rows` are the source positions for a sentence's products
+  (encoder, encoder-decoder keys/values) and 1 for a hypothesis' step; batched, the rows of a
+  product are batch x rows, or batch x beam for a step's (`per_hypothesis`). `weights`: how many
+  distinct weight matrices the products multiply by (one per layer; 0 for attention's products of
+  activations, scores and weighted sums)."""
+  name: str
+  rows: int
+  k: int
+  n: int
+  count: int
+  weights: int
+  per_hypothesis: bool
+
+  @property
+  def flops(self):
+    return 2 * self.rows * self.k * self.n * self.count
+
+
+def decode_products(config, vocab_size, source_length, steps, beam=1):
+  """Every matrix product of translating one sentence of `source_length` tokens in `steps`
+  decoding steps with `beam` hypotheses, for a Transformer of `config` (a ModelConfig): the
+  encoder, the encoder-decoder keys/values (projected once per source), and per hypothesis and
+  step the decoder's self-attention q/k/v and output, encoder-decoder queries and output,
+  feed-forward network, the output projection, and attention's scores and weighted sums over the
+  source positions and the t + 1 cached positions of step t. The first step runs one hypothesis
+  per sentence (its beams are all the same; CTranslate2 expands after it; t2t_lite's search
+  computes all `beam` there: at beam 4 and 30 steps 120 hypothesis-steps, 117 counted). Not
+  counted: what is no matrix product (softmax, layer norm, top-k, the cache's copies), and the
+  positions past step t that a padded cache also attends over, with zero weight.
+  """
+  d, ff, heads = config.hidden_size, config.filter_size, config.num_heads
+  kc = config.attention_key_channels or d
+  vc = config.attention_value_channels or d
+  s, enc, dec = source_length, config.num_encoder_layers, config.num_decoder_layers
+  hyps = [1] + [beam] * (steps - 1)                   # hypotheses at each step
+  h = sum(hyps)                                       # hypothesis-steps
+  positions = sum(n * (t + 1) for t, n in enumerate(hyps))  # cached positions attended, summed
+  return [
+      Product("encoder self-attention q/k/v", s, d, 2 * kc + vc, enc, enc, False),
+      Product("encoder self-attention scores", s, kc // heads, s, enc * heads, 0, False),
+      Product("encoder self-attention weighted sums", s, s, vc // heads, enc * heads, 0, False),
+      Product("encoder self-attention output", s, vc, d, enc, enc, False),
+      Product("encoder feed-forward in", s, d, ff, enc, enc, False),
+      Product("encoder feed-forward out", s, ff, d, enc, enc, False),
+      Product("encoder-decoder keys/values", s, d, kc + vc, dec, dec, False),
+      Product("decoder self-attention q/k/v", 1, d, 2 * kc + vc, dec * h, dec, True),
+      # One product per cached position attended: [1, d_k] x [d_k, 1] and [1, 1] x [1, d_v].
+      Product("decoder self-attention scores", 1, kc // heads, 1, dec * heads * positions, 0, True),
+      Product("decoder self-attention weighted sums", 1, 1, vc // heads, dec * heads * positions, 0,
+              True),
+      Product("decoder self-attention output", 1, vc, d, dec * h, dec, True),
+      Product("encoder-decoder queries", 1, d, kc, dec * h, dec, True),
+      Product("encoder-decoder scores", 1, kc // heads, s, dec * heads * h, 0, True),
+      Product("encoder-decoder weighted sums", 1, s, vc // heads, dec * heads * h, 0, True),
+      Product("encoder-decoder output", 1, vc, d, dec * h, dec, True),
+      Product("decoder feed-forward in", 1, d, ff, dec * h, dec, True),
+      Product("decoder feed-forward out", 1, ff, d, dec * h, dec, True),
+      Product("output projection", 1, d, vocab_size, h, 1, True),
+  ]
+
+
+def decode_flops(config, vocab_size, source_length, steps, beam=1):
+  """FLOPs of translating one sentence: the sum of `decode_products`."""
+  return sum(p.flops for p in decode_products(config, vocab_size, source_length, steps, beam))
+
+
+def batched_shape(product, batch, beam):
+  """(rows, k, n) of `product` made for `batch` sentences at once: a sentence's products have
+  batch x rows rows, a step's batch x beam."""
+  return (batch * (beam if product.per_hypothesis else product.rows), product.k, product.n)
+
+
+def product_shapes(products_by_beam, batch):
+  """{(rows, k, n): (distinct weight matrices, names)} of the weight products of
+  {beam: `decode_products`} at `batch` sentences, each shape once."""
+  shapes = {}
+  for beam, products in products_by_beam.items():
+    for p in products:
+      if p.weights:
+        name = f"{search_name(beam)}: {p.name}" if p.per_hypothesis else p.name
+        weights, names = shapes.get(batched_shape(p, batch, beam), (0, ()))
+        if name not in names:
+          shapes[batched_shape(p, batch, beam)] = (weights + p.weights, names + (name,))
+  return shapes
+
+
+def search_name(beam):
+  return "greedy" if beam == 1 else f"beam {beam}"
+
+
+def chained_products(rows, k, n, weights, xla, repeats):
+  """A zero-argument function: a [rows, k] matrix times `weights` distinct random [k, n]
+  matrices in sequence, each product waiting for the one before (as a decoding step's do: its
+  input gets the previous product's mean, times 1e-30), the chain `repeats` times in a loop
+  inside the program (so that a call's own cost does not count), compiled with XLA or as a TF
+  graph."""
+  x = tf.random.normal((rows, k))
+  matrices = [tf.random.normal((k, n)) * k ** -0.5 for _ in range(weights)]
+
+  def chain(i, h, total):
+    for w in matrices:
+      mean = tf.reduce_mean(tf.matmul(h, w))
+      h, total = h + mean * 1e-30, total + mean
+    return i + 1, h, total
+
+  @tf.function(jit_compile=xla)
+  def run():
+    return tf.while_loop(lambda i, h, total: i < repeats, chain, (tf.constant(0), x, tf.constant(0.0)))[2]
+  return lambda _: run().numpy()
+
+
+def product_rates(shapes, rounds, min_seconds, flops_per_call=2e9):
+  """{(rows, k, n): {"XLA": FLOP/s, "TF graph": FLOP/s}}: each shape's chain of products
+  (`chained_products`, repeated to about `flops_per_call`) with XLA and as a TF graph (oneDNN),
+  fastest of `rounds` interleaved rounds."""
+  repeats = {(rows, k, n): max(1, round(flops_per_call / (2 * rows * k * n * weights)))
+             for (rows, k, n), (weights, _) in shapes.items()}
+  fns = {(shape, kind): chained_products(*shape, shapes[shape][0], kind == "XLA", repeats[shape])
+         for shape in shapes for kind in ("XLA", "TF graph")}
+  timings = interleaved(fns, rounds, min_seconds=min_seconds)
+  rates = {}
+  for (shape, kind), timing in timings.items():
+    rows, k, n = shape
+    flops = 2 * rows * k * n * shapes[shape][0] * repeats[shape]
+    rates.setdefault(shape, {})[kind] = flops / timing.seconds
+  return rates
+
+
+def ceiling_seconds(products, batch, beam, rates, peak):
+  """Seconds to translate `batch` sentences if every weight product ran at the best rate
+  measured at its batched shape (`product_rates`, XLA or TF graph) and attention's products at the
+  matmul peak, and nothing else ran: no float32 decoder built on these kernels can be faster."""
+  return sum(batch * p.flops / (max(rates[batched_shape(p, batch, beam)].values()) if p.weights
+                                else peak) for p in products)
+
+
 def ctranslate2_runs(model, source, workdir, threads, length):
   """CTranslate2 greedy and beam 4 on the exporter's float32 and int8 models of the same weights
   and sources (each source ends with EOS, which CTranslate2 appends itself)."""
@@ -267,7 +430,7 @@ def ctranslate2_runs(model, source, workdir, threads, length):
     translator = ctranslate2.Translator(path, device="cpu", compute_type=quantization,
                                         inter_threads=1, intra_threads=threads)
     for beam in (1, 4):
-      name = f"CTranslate2 {quantization}, {'greedy' if beam == 1 else f'beam {beam}'}"
+      name = f"CTranslate2 {quantization}, {search_name(beam)}"
       runs[name] = lambda _, t=translator, b=beam: t.translate_batch(
           tokens, beam_size=b, length_penalty=0.6, min_decoding_length=length,
           max_decoding_length=length)
@@ -523,8 +686,7 @@ def bench_model_dir(args):
   from t2t_lite.export import ctranslate2 as ct2_export  # pylint: disable=import-outside-toplevel
   from t2t_lite.export import saved_model  # pylint: disable=import-outside-toplevel
   os.makedirs(args.workdir, exist_ok=True)
-  with open(args.lines, encoding="utf-8") as f:
-    lines = [line.rstrip("\n") for line in f][:args.num_lines]
+  lines = read_lines(args.lines, args.num_lines)
   lines_file = os.path.join(args.workdir, "lines.txt")
   with open(lines_file, "w", encoding="utf-8") as f:
     f.writelines(line + "\n" for line in lines)
@@ -543,6 +705,9 @@ def bench_model_dir(args):
   decoder_seconds = time.perf_counter() - start
   with open(decoded, encoding="utf-8") as f:
     reference_outputs = [line.rstrip("\n") for line in f]
+  print(f"t2t-lite-decoder outputs: {words_per_line(reference_outputs):.1f} words a line"
+        + (f"; references {words_per_line(read_lines(args.references, len(lines))):.1f}"
+           if args.references else ""), flush=True)
   export_dir = os.path.join(args.workdir, "saved_model")
   version = saved_model.export(args.model_dir, export_dir, version=int(time.time()))
   process = SavedModelProcess(version, lines_file, args.batch)
@@ -585,14 +750,64 @@ def bench_model_dir(args):
   print_model_dir_rows(args, lines, rows, reference_outputs, "the decoder's")
 
 
+# --make_base_model_dir: transformer_base (d 512, 6+6 layers) on the Multi30k problem's 8k vocabulary,
+# trained only until it ends its sentences (see `make_base_model_dir`).
+BASE_HPARAMS = "transformer_base,batch_size=1024,learning_rate_constant=1.0,learning_rate_warmup_steps=100"
+BASE_TRAIN_STEPS = 100
+
+
+def make_base_model_dir(args):
+  """Writes a transformer_base model directory for `--model_dir` runs with t2t-lite-trainer:
+  the Multi30k problem (its vocabulary from --data_dir, made there from --raw_data_dir if
+  missing), `BASE_HPARAMS`, --train_steps updates, one checkpoint at the end, no evaluation
+  (`--schedule=train`).
+
+  What it is for: timing the decoding machinery (t2t-lite-decoder, the SavedModel, CTranslate2)
+  at base's shapes on real lines, not translating well. Its weights must still end sentences:
+  an untrained model never predicts EOS, so every sentence would run to its source length +
+  extra_length (50) steps, several times a trained model's, over a cache of up to 128 positions.
+  So it trains briefly at a high learning rate (warmup 100, constant 1: 4.4e-3 x step / 100 up
+  to step 100), in batches of 1,024 tokens: a base update took about 14 s on the shared 2-core
+  EPYC under a load of 7 (the loss 6.17 at step 10, 5.14 at step 20), a few seconds alone, so
+  100 updates take minutes. After 20 updates it already ended every sentence, too early (8 lines
+  of test_2016_flickr: 2.0 words a line against the references' 13.2); whether 100 bring the
+  outputs near the references' length is not yet checked: `--model_dir` prints the decoder's words
+  per line beside the references' (with --references); train longer if they are much shorter.
+
+  How long the `--model_dir` table takes for this model (an estimate, not a measurement): a beam-4
+  step at batch 64 costs about 5x the Multi30k model's (52 against 10 MFLOP per hypothesis-step),
+  about 130-160 ms alone, so a pass over 1,000 lines of trained-model lengths (about 650 steps)
+  takes 85-105 s in process. The table makes about 12 such passes at --rounds=2 (the decoder
+  command; the SavedModel's first pass and rounds; the cache-phase comparison's passes with and
+  without phases and its step count; CTranslate2's), about half an hour; --rounds=1 and
+  --num_lines=500 bring it to about 10-15 minutes.
+  """
+  command = [os.path.join(os.path.dirname(sys.executable), "t2t-lite-trainer"),
+             "--problem=translate_ende_multi30k", f"--data_dir={args.data_dir}",
+             f"--hparams={BASE_HPARAMS}", f"--output_dir={args.make_base_model_dir}",
+             f"--train_steps={args.train_steps}", f"--save_checkpoints_steps={args.train_steps}",
+             "--schedule=train", "--log_every=10", "--decode_hparams=extra_length=50"]
+  if args.raw_data_dir:
+    command.append(f"--raw_data_dir={args.raw_data_dir}")
+  print(" ".join(command), flush=True)
+  subprocess.run(command, check=True)
+
+
+def read_lines(path, count):
+  """The first `count` lines of a file, without their newlines."""
+  with open(path, encoding="utf-8") as f:
+    return [line.rstrip("\n") for line in f][:count]
+
+
+def words_per_line(lines):
+  return sum(len(line.split()) for line in lines) / max(len(lines), 1)
+
+
 def print_model_dir_rows(args, lines, rows, reference_outputs, reference_name):
   """The main table of `bench_model_dir`: {name: (seconds, outputs)} against the reference."""
   print(f"| decoding | sentences/s | seconds | outputs identical to {reference_name} | sacreBLEU |")
   print("|---|---|---|---|---|")
-  references = None
-  if args.references:
-    with open(args.references, encoding="utf-8") as f:
-      references = [line.rstrip("\n") for line in f][:len(lines)]
+  references = read_lines(args.references, len(lines)) if args.references else None
   for name, (seconds, outputs) in rows.items():
     same = sum(a == b for a, b in zip(outputs, reference_outputs))
     bleu = ""
@@ -614,11 +829,24 @@ def parse_args(argv=None):
   parser.add_argument("--min_seconds", type=float, default=1.0, help="at least this long per round")
   parser.add_argument("--bandwidth_gib", type=float, default=1.0,
                       help="GiB read to measure the streaming read bandwidth")
+  parser.add_argument("--matmul_size", type=int, default=2048,
+                      help="n of the [n, n] x [n, n] matmul that measures the float32 peak")
+  parser.add_argument("--chain_gflop", type=float, default=2.0,
+                      help="GFLOP per call of each product shape's timed chain (product_rates)")
   parser.add_argument("--no_ctranslate2", action="store_true",
                       help="skip the CTranslate2 peer (pip install ctranslate2; not a dependency)")
   parser.add_argument("--model_dir", default=None,
                       help="only: this trained model directory on --lines (see bench_model_dir)")
   parser.add_argument("--lines", default=None, help="source lines for --model_dir")
+  parser.add_argument("--make_base_model_dir", default=None,
+                      help="only: train a transformer_base model directory here for --model_dir "
+                           "(see make_base_model_dir)")
+  parser.add_argument("--train_steps", type=int, default=BASE_TRAIN_STEPS,
+                      help="updates of --make_base_model_dir")
+  parser.add_argument("--data_dir", default="t2t_data",
+                      help="--make_base_model_dir: the Multi30k problem's vocabulary (the recipe's)")
+  parser.add_argument("--raw_data_dir", default=None,
+                      help="--make_base_model_dir: Multi30k's raw files, e.g. ../shared/data/multi30k")
   parser.add_argument("--references", default=None, help="reference lines for sacreBLEU (--model_dir)")
   parser.add_argument("--num_lines", type=int, default=1000, help="the first this many --lines")
   parser.add_argument("--batch", type=int, default=64, help="SavedModel / CTranslate2 batch (--model_dir)")
@@ -648,6 +876,9 @@ def main(argv=None):
   if args.gemv:
     bench_gemv()
     return
+  if args.make_base_model_dir:
+    make_base_model_dir(args)
+    return
   if args.model_dir:
     bench_model_dir(args)
     return
@@ -658,6 +889,48 @@ def main(argv=None):
     except ImportError:
       print("CTranslate2 is not installed (pip install ctranslate2); measuring t2t_lite alone")
       ct2 = False
+  bench_fixed_work(args, ct2)
+
+
+def print_row(shape, batch, name, *cells):
+  """A row of the fixed-work table (7 columns), blank where `cells` stop."""
+  cells = list(cells) + [""] * (4 - len(cells))
+  print(f"| {shape} | {batch} | {name} | " + " | ".join(cells) + " |", flush=True)
+
+
+def print_flops_and_rates(args):
+  """The FLOPs counted per sentence of each shape (`decode_products`) and the rates of its
+  weight products at each batch (`product_rates`); returns ({shape: {beam: products}},
+  {(shape, batch): rates})."""
+  length, products, rates = args.length, {}, {}
+  for shape in args.shapes.split(","):
+    set_name, vocab = SHAPES[shape]
+    config = ModelConfig.of(get_hparams(set_name))
+    products[shape] = {beam: decode_products(config, vocab, length, length, beam) for beam in (1, 4)}
+    sentence = sum(p.flops for p in products[shape][1] if not p.per_hypothesis)
+    keys_values = sum(p.flops for p in products[shape][1] if p.name == "encoder-decoder keys/values")
+    totals = {beam: sum(p.flops for p in ps) for beam, ps in products[shape].items()}
+    print(f"{shape}: FLOPs counted per sentence (matrix products, {length} source tokens, {length} "
+          f"steps): encoder {(sentence - keys_values) / 1e9:.3f} G, encoder-decoder keys/values "
+          f"{keys_values / 1e9:.3f} G; in all greedy {totals[1] / 1e9:.3f} G, beam 4 "
+          f"{totals[4] / 1e9:.3f} G ({(totals[1] - sentence) / length / 1e6:.2f} M per "
+          "hypothesis-step)")
+  print("| shape | batch | product [rows, k] x [k, n] | what | matrices in sequence | GFLOP/s, XLA "
+        "| GFLOP/s, TF graph (oneDNN) |")
+  print("|---|---|---|---|---|---|---|")
+  for shape in products:
+    for batch in (int(b) for b in args.batches.split(",")):
+      shapes = product_shapes(products[shape], batch)
+      rates[shape, batch] = product_rates(shapes, args.rounds, args.min_seconds, args.chain_gflop * 1e9)
+      for (rows, k, n), (weights, names) in shapes.items():
+        rate = rates[shape, batch][rows, k, n]
+        print(f"| {shape} | {batch} | [{rows}, {k}] x [{k}, {n}] | {'; '.join(names)} | {weights} | "
+              f"{rate['XLA'] / 1e9:.1f} | {rate['TF graph'] / 1e9:.1f} |", flush=True)
+  return products, rates
+
+
+def bench_fixed_work(args, ct2):
+  """The default mode: random weights, fixed work (see the module's docstring)."""
   threads = len(os.sched_getaffinity(0))
   length = args.length
   os.makedirs(args.workdir, exist_ok=True)
@@ -667,11 +940,16 @@ def main(argv=None):
   bandwidth = read_bandwidth(args.bandwidth_gib)
   print(f"streaming read bandwidth (reduce_sum over {args.bandwidth_gib:g} GiB): "
         f"{bandwidth / 1e9:.1f} GB/s")
-  print("| shape | batch | decoding | target tok/s | sentences/s |")
-  print("|---|---|---|---|---|")
+  peak = matmul_peak(args.matmul_size)
+  print(f"float32 matmul peak (TF, {args.matmul_size}^3, fastest of 5 rounds): {peak / 1e9:.1f} "
+        "GFLOP/s")
+  products, product_rates_ = print_flops_and_rates(args)
+  print("| shape | batch | decoding | target tok/s | sentences/s | GFLOP/s | MFU |")
+  print("|---|---|---|---|---|---|---|")
   for shape in args.shapes.split(","):
     model = build_model(shape)
     vocab = model.vocab_size
+    sentence_flops = {beam: sum(p.flops for p in ps) for beam, ps in products[shape].items()}
     for batch in (int(b) for b in args.batches.split(",")):
       source = np.random.default_rng(0).integers(2, vocab, (batch, length))
       source[:, -1] = EOS_ID  # as the decoder's sources: the SavedModel and CTranslate2 append it
@@ -698,46 +976,64 @@ def main(argv=None):
       rates = {name: batch * length / timing.seconds for name, timing in timings.items()}
       outputs = {name: timing.result for name, timing in timings.items()}
       for name, timing in timings.items():
-        print(f"| {shape} | {batch} | {name} | {rates[name]:,.0f} | {batch / timing.seconds:,.1f} |",
-              flush=True)
+        # The same FLOPs for every row of a search: what the model must compute (the uncached
+        # rows compute more, the counted work done at a lower rate).
+        flop_rate = batch * sentence_flops[4 if "beam 4" in name else 1] / timing.seconds
+        print_row(shape, batch, name, f"{rates[name]:,.0f}", f"{batch / timing.seconds:,.1f}",
+                  f"{flop_rate / 1e9:.1f}", f"{flop_rate / peak:.2f}")
       for cached in ("greedy, cached", "greedy, cached, graph (xla=false)"):
         for uncached in UNCACHED:
-          print(f"| {shape} | {batch} | {cached} / {uncached} | "
-                f"{rates[cached] / rates[uncached]:.1f}x | |", flush=True)
+          print_row(shape, batch, f"{cached} / {uncached}", f"{rates[cached] / rates[uncached]:.1f}x")
       if batch == 1:
         weight_bytes = weight_bytes_per_step(model)
         ceiling = bandwidth / weight_bytes
-        print(f"| {shape} | 1 | greedy ceiling: {weight_bytes / 1e6:.0f} MB of weights "
-              f"per step at {bandwidth / 1e9:.1f} GB/s | {ceiling:,.0f} | |", flush=True)
-        print(f"| {shape} | 1 | greedy ceiling / {UNCACHED[1]} | "
-              f"{ceiling / rates[UNCACHED[1]]:.1f}x | |", flush=True)
+        print_row(shape, 1, f"greedy ceiling: {weight_bytes / 1e6:.0f} MB of weights per step at "
+                  f"{bandwidth / 1e9:.1f} GB/s", f"{ceiling:,.0f}")
+        print_row(shape, 1, f"greedy ceiling / {UNCACHED[1]}", f"{ceiling / rates[UNCACHED[1]]:.1f}x")
       cached_ids = outputs["greedy, cached"][0][:, 0]
       for uncached in UNCACHED:
         ids = outputs[uncached][:, 1:]
         same = sum(np.array_equal(a[:length], b[:length]) for a, b in zip(cached_ids, ids))
-        print(f"| {shape} | {batch} | {uncached}: outputs identical to cached | {same}/{batch} "
-              "sentences | |", flush=True)
+        print_row(shape, batch, f"{uncached}: outputs identical to cached", f"{same}/{batch} sentences")
       if ct2:
         for ours, theirs in (("greedy, cached", "CTranslate2 float32, greedy"),
                              ("beam 4, cached", "CTranslate2 float32, beam 4")):
-          print(f"| {shape} | {batch} | {ours} / {theirs} | {rates[ours] / rates[theirs]:.2f}x | |",
-                flush=True)
+          print_row(shape, batch, f"{ours} / {theirs}", f"{rates[ours] / rates[theirs]:.2f}x")
         same = same_greedy_tokens(outputs["greedy, cached"][0], outputs["CTranslate2 float32, greedy"])
-        print(f"| {shape} | {batch} | greedy outputs identical to CTranslate2's | {same}/{batch} "
-              "sentences | |", flush=True)
+        print_row(shape, batch, "greedy outputs identical to CTranslate2's", f"{same}/{batch} sentences")
         for quantization in ("int8",):
           theirs = f"CTranslate2 {quantization}, beam 4"
-          print(f"| {shape} | {batch} | beam 4, cached / {theirs} | "
-                f"{rates['beam 4, cached'] / rates[theirs]:.2f}x | |", flush=True)
+          print_row(shape, batch, f"beam 4, cached / {theirs}",
+                    f"{rates['beam 4, cached'] / rates[theirs]:.2f}x")
+      print_ceilings(shape, batch, length, products[shape], peak, product_rates_[shape, batch],
+                     rates if ct2 else None)
       if not args.no_saved_model:
         served = outputs["beam 4, SavedModel in a default process"]
         beam_ids = outputs["beam 4, cached"][0][:, 0]
-        same = sum(text.split() == [str(i) for i in row[:length]] for text, row in zip(served, beam_ids))
-        print(f"| {shape} | {batch} | beam 4, SavedModel in a default process: outputs identical "
-              f"to cached | {same}/{batch} sentences | |", flush=True)
-        print(f"| {shape} | {batch} | beam 4, SavedModel in a default process / beam 4, cached | "
-              f"{rates['beam 4, SavedModel in a default process'] / rates['beam 4, cached']:.2f}x | |",
-              flush=True)
+        same = sum(text.split() == [str(i) for i in ids[:length]] for text, ids in zip(served, beam_ids))
+        print_row(shape, batch, "beam 4, SavedModel in a default process: outputs identical to cached",
+                  f"{same}/{batch} sentences")
+        print_row(shape, batch, "beam 4, SavedModel in a default process / beam 4, cached",
+                  f"{rates['beam 4, SavedModel in a default process'] / rates['beam 4, cached']:.2f}x")
+
+
+def print_ceilings(shape, batch, length, products, peak, product_rates_, rates):
+  """The float32 ceilings of greedy and beam 4: every counted FLOP at the square matmul peak,
+  and at the rates measured at the decoder's own shapes (`ceiling_seconds`); each over
+  CTranslate2 float32 when `rates` ({row name: target tok/s}) has it."""
+  for beam, ps in products.items():
+    kind = search_name(beam)
+    flops = batch * sum(p.flops for p in ps)
+    seconds = {"the matmul peak (square)": flops / peak,
+               "the decoder-shape rates": ceiling_seconds(ps, batch, beam, product_rates_, peak)}
+    for where, time_s in seconds.items():
+      print_row(shape, batch, f"{kind} float32 ceiling at {where}", f"{batch * length / time_s:,.0f}",
+                f"{batch / time_s:,.1f}", f"{flops / time_s / 1e9:.1f}", f"{flops / time_s / peak:.2f}")
+    if rates is not None:
+      theirs = f"CTranslate2 float32, {kind}"
+      for where, time_s in seconds.items():
+        print_row(shape, batch, f"{kind} ceiling at {where} / {theirs}",
+                  f"{batch * length / time_s / rates[theirs]:.2f}x")
 
 
 if __name__ == "__main__":

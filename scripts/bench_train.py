@@ -52,7 +52,8 @@ import sys
 import tempfile
 
 # First: it sets TensorFlow's environment before TensorFlow is imported.
-from benchmarking import SHAPES, build_model, interleaved, milliseconds, random_batches, target_tokens
+from benchmarking import (SHAPES, build_model, interleaved, matmul_peak, milliseconds, random_batches,
+                          target_tokens)
 
 import keras
 import numpy as np
@@ -69,15 +70,6 @@ from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross
 PRECISIONS = {"float32": ("", "float32"), "mixed_bfloat16": (" bf16", "bfloat16")}
 SMOKE = ["--shapes", "tiny", "--batches", "2x8", "--precisions", "float32", "--steps", "1",
          "--rounds", "1", "--warmup", "1", "--min_seconds", "0", "--no_peer"]
-
-
-def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
-  """FLOP/s of a [n, n] x [n, n] TF matmul in `dtype`: the fastest of `rounds` rounds."""
-  a = tf.cast(tf.random.normal((n, n)), dtype)
-  b = tf.cast(tf.random.normal((n, n)), dtype)
-  f = tf.function(lambda: tf.matmul(a, b))
-  ms = milliseconds({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
-  return 2 * n ** 3 / (ms / 1000)
 
 
 def forward_flops(hp, vocab, batch, source_len, target_len):

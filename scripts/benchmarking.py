@@ -14,6 +14,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from t2t_lite import model_dir  # noqa: E402
 from t2t_lite.hparams import get_hparams  # noqa: E402
@@ -81,3 +82,14 @@ def milliseconds(fns: dict, repeats: int, rounds: int) -> dict[str, float]:
   timings = interleaved({name: lambda _, fn=fn: fn() for name, fn in fns.items()}, rounds,
                         min_calls=repeats)
   return {name: timing.seconds * 1000 for name, timing in timings.items()}
+
+
+def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
+  """FLOP/s of a [n, n] x [n, n] TF matmul in `dtype` (oneDNN when it is on): the fastest of
+  `rounds` rounds of at least `repeats` calls. The training and decoding benchmarks' MFU is
+  against it."""
+  a = tf.cast(tf.random.normal((n, n)), dtype)
+  b = tf.cast(tf.random.normal((n, n)), dtype)
+  f = tf.function(lambda: tf.matmul(a, b))
+  ms = milliseconds({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
+  return 2 * n ** 3 / (ms / 1000)

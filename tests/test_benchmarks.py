@@ -44,6 +44,19 @@ def test_bench_decode_smoke():
   # cached search, token for token.
   assert output.count("outputs identical to cached | 1/1 sentences") == 3
   assert rate(output, "| tiny | 1 | beam 4, SavedModel in a default process") > 0
+  # Measured in the same run: the float32 matmul peak and the rates of the model's own products,
+  # then every row's GFLOP/s and MFU, and the ceilings of greedy and beam 4 at both.
+  assert re.search(r"float32 matmul peak \(TF, 256\^3, fastest of 5 rounds\): [\d.]+ GFLOP/s", output)
+  assert re.search(r"tiny: FLOPs counted per sentence .* greedy [\d.]+ G, beam 4 [\d.]+ G", output)
+  products = re.findall(r"^\| tiny \| 1 \| \[(\d+), \d+\] x \[\d+, \d+\] \| .* \| \d+ \| ([\d.]+) \| "
+                        r"([\d.]+) \|$", output, re.MULTILINE)
+  assert {int(rows) for rows, _, _ in products} == {1, 4}, output  # greedy and beam rows; encoder 1 x 4
+  assert all(float(xla) > 0 and float(graph) > 0 for _, xla, graph in products), output
+  assert re.search(r"^\| tiny \| 1 \| greedy, cached \| [\d,]+ \| [\d.]+ \| [\d.]+ \| [\d.]+ \|$",
+                   output, re.MULTILINE), output
+  for kind in ("greedy", "beam 4"):
+    for where in ("the matmul peak (square)", "the decoder-shape rates"):
+      assert rate(output, f"| tiny | 1 | {kind} float32 ceiling at {where}") > 0
   try:
     import ctranslate2  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   except ImportError:
@@ -51,6 +64,8 @@ def test_bench_decode_smoke():
   for name in ("float32, greedy", "float32, beam 4", "int8, greedy", "int8, beam 4"):
     assert rate(output, f"| tiny | 1 | CTranslate2 {name}") > 0  # the exporter's models
   assert "greedy outputs identical to CTranslate2's | 1/1 sentences" in output
+  assert re.search(r"\| beam 4 ceiling at the matmul peak \(square\) / CTranslate2 float32, beam 4 "
+                   r"\| [\d.]+x \|", output), output
 
 
 def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):

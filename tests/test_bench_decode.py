@@ -1,0 +1,112 @@
+"""The decoding benchmark's FLOP count (`scripts/bench_decode.py`, `decode_products`) against an
+independent count: the matrix products of the program itself. The HLO that XLA gets for the
+encoder (with the encoder-decoder keys/values) and for the decoding step at each position lists
+every dot with its shapes; their FLOPs, the step's at each position and hypothesis count, summed,
+must equal the count from the config. A config whose every width differs (keys, values, model,
+filter, heads, layers, vocabulary, source length) catches a width used in the wrong place.
+"""
+
+import math
+import pathlib
+import re
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite.hparams.model_config import ModelConfig
+from t2t_lite.models.transformer import Transformer
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
+import bench_decode  # noqa: E402  pylint: disable=wrong-import-position
+
+# An HLO dot: `name = f32[2,3]{1,0} dot(f32[2,4]{1,0} lhs, f32[4,3]{1,0} rhs), lhs_contracting_dims={1}, ...`
+DOT = re.compile(r"= \w+\[([\d,]*)\]\S* dot\(\w+\[([\d,]*)\]")
+CONTRACTING = re.compile(r"lhs_contracting_dims=\{([\d,]*)\}")
+
+
+def dims(text):
+  return [int(n) for n in text.split(",") if n]
+
+
+def hlo_dot_flops(hlo):
+  """FLOPs of every dot of an HLO module: 2 x the output's elements x the contracted size."""
+  total, dots = 0, 0
+  for line in hlo.splitlines():
+    dot = DOT.search(line)
+    if dot:
+      output, lhs = dims(dot.group(1)), dims(dot.group(2))
+      contracted = [lhs[i] for i in dims(CONTRACTING.search(line).group(1))]
+      total += 2 * math.prod(output) * math.prod(contracted)
+      dots += 1
+  return total, dots
+
+
+def compiled_flops(fn, *args):
+  """Dot FLOPs of `fn(*args)` as XLA gets it (the HLO before XLA's optimizations)."""
+  return hlo_dot_flops(tf.function(fn, jit_compile=True).experimental_get_compiler_ir(*args)(stage="hlo"))
+
+
+CONFIG = ModelConfig(hidden_size=24, filter_size=40, num_heads=2, num_encoder_layers=2,
+                     num_decoder_layers=3, attention_key_channels=16, attention_value_channels=12)
+VOCAB, SOURCE_LENGTH, STEPS, BATCH = 37, 5, 4, 2
+
+
+@pytest.fixture(scope="module")
+def model():
+  model = Transformer(CONFIG, VOCAB)
+  model.build()
+  return model
+
+
+def decode_step(model, step):
+  return lambda ids, cache: model.decode_step(ids, step, cache)
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_decode_flops_equal_the_compiled_dots(model, beam):
+  source = tf.constant(np.random.default_rng(0).integers(2, VOCAB, (BATCH, SOURCE_LENGTH)), tf.int32)
+  # Once per sentence: the encoder and the encoder-decoder keys/values (`init_cache`).
+  sentence, dots = compiled_flops(lambda s: model.init_cache(*model.encode(s), max_length=1), source)
+  assert dots == CONFIG.num_encoder_layers * 6 + CONFIG.num_decoder_layers
+  steps = 0
+  for step in range(STEPS):
+    # The first step has one hypothesis per sentence; later ones `beam`. At step t the cache
+    # holds exactly the t + 1 positions attended.
+    hypotheses = 1 if step == 0 else beam
+    rows = tf.repeat(source, hypotheses, axis=0)
+    cache = model.init_cache(*model.encode(rows), max_length=step + 1)
+    ids = tf.zeros((BATCH * hypotheses,), tf.int32)
+    flops, _ = compiled_flops(decode_step(model, step), ids, cache)
+    steps += flops
+  counted = bench_decode.decode_products(CONFIG, VOCAB, SOURCE_LENGTH, STEPS, beam)
+  assert BATCH * sum(p.flops for p in counted if not p.per_hypothesis) == sentence
+  assert BATCH * sum(p.flops for p in counted if p.per_hypothesis) == steps
+  assert BATCH * bench_decode.decode_flops(CONFIG, VOCAB, SOURCE_LENGTH, STEPS, beam) == sentence + steps
+
+
+def test_base_flops_per_token():
+  """transformer_base with a 32k vocabulary: 6 decoder layers of 6 d^2 + 2 d ff multiply-adds
+  and the d x V output projection per hypothesis-step, about 77 MFLOP, besides attention."""
+  config = ModelConfig()
+  products = bench_decode.decode_products(config, 32000, 30, 30)
+  weights = sum(p.flops for p in products if p.per_hypothesis and p.weights) / 30
+  assert weights == 2 * (6 * (6 * 512 ** 2 + 2 * 512 * 2048) + 512 * 32000)
+  assert round(weights / 1e6) == 77
+
+
+def test_ceiling_seconds_charge_each_shape_its_rate():
+  """At one rate for every shape, equal to the peak, the decoder-shape ceiling is the FLOPs at the
+  peak; halving one shape's rate adds exactly that shape's FLOPs once more."""
+  products = bench_decode.decode_products(CONFIG, VOCAB, SOURCE_LENGTH, STEPS, 3)
+  shapes = bench_decode.product_shapes({3: products}, BATCH)
+  peak = 1e9
+  rates = {shape: {"XLA": peak, "TF graph": peak / 2} for shape in shapes}
+  total = BATCH * sum(p.flops for p in products)
+  assert bench_decode.ceiling_seconds(products, BATCH, 3, rates, peak) == pytest.approx(total / peak)
+  output = (BATCH * 3, CONFIG.hidden_size, VOCAB)
+  rates[output] = {"XLA": peak / 2, "TF graph": peak / 4}
+  extra = BATCH * sum(p.flops for p in products if p.name == "output projection")
+  assert bench_decode.ceiling_seconds(products, BATCH, 3, rates, peak) == pytest.approx(
+      (total + extra) / peak)
