@@ -8,7 +8,7 @@ a constant of 2 (the same curve as v2's).
 """
 
 from t2t_lite import registry
-from t2t_lite.hparams.base import HParams
+from t2t_lite.hparams.base import AUTO, HParams
 
 register = registry.hparams_sets.register
 
@@ -127,13 +127,14 @@ def transformer_multi30k():
   """Sized for Multi30k (29k caption pairs) on a 2-core CPU in one hour: d 256, 3+3 layers.
 
   Small data wants a small model (about 19 epochs in the hour: docs/training.md); the peak
-  learning rate (constant 1, warmup 1000: 2e-3) suits a run of a few thousand updates.
+  learning rate (constant 1, warmup 1000: 2e-3) suits a run of a few thousand updates. Precision
+  and XLA are the machine's fast path (`auto`, t2t_lite.fast_path), not T2T's float32 graph.
   """
   return transformer_base().replace(
       hidden_size=256, filter_size=1024, num_heads=4, num_encoder_layers=3, num_decoder_layers=3,
       batch_size=4096, max_length=128, layer_prepostprocess_dropout=0.1,
       learning_rate_constant=1.0, learning_rate_warmup_steps=1000, optimizer_adam_beta2=0.98,
-      eval_bleu_examples=200)
+      eval_bleu_examples=200, mixed_precision=AUTO, xla_compile=AUTO)
 
 
 # Table 3 of the paper: variations of the base model (EN-DE dev). Unlisted values equal base;

@@ -154,7 +154,8 @@ train() {
   fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$steps" \
     "$(awk '{s += $1} END {printf "%.1f", s / 60}' "$run/train_seconds")" \
-    "$(cpu_description)" "$(date -u +%Y-%m-%d)" "$(commit_description)" > "$run/trained.tmp"
+    "$(cpu_description); $(multi30k_training_path "$run/model" summary)" "$(date -u +%Y-%m-%d)" \
+    "$(commit_description)" > "$run/trained.tmp"
   mv "$run/trained.tmp" "$run/trained"
 }
 
