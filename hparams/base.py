@@ -13,6 +13,7 @@ import dataclasses
 import difflib
 import json
 import logging
+import types
 
 from t2t_lite import registry
 from t2t_lite.hparams import t2t_names
@@ -26,6 +27,10 @@ logger = logging.getLogger(__name__)
 LEARNING_RATE_FACTORS = ("constant", "linear_warmup", "rsqrt_decay", "rsqrt_normalized_decay",
                          "rsqrt_hidden_size", "legacy")
 OPTIMIZERS = ("adam", "adafactor")
+MIXED_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
+# The value of `mixed_precision` and `xla_compile` that leaves the choice to the machine: the
+# trainer resolves it at start-up from the CPU's features (`t2t_lite.fast_path`, which says why).
+AUTO = "auto"
 T2T_FACTORS_NOT_HERE = ("linear_decay", "cosdecay", "single_cycle_cos_decay",
                         "multi_cycle_cos_decay", "exp_decay")
 
@@ -80,8 +85,10 @@ class HParams(ModelConfig):
   clip_grad_norm: float = 0.0              # 0: no clipping (the paper)
   optimizer: str = "adam"                  # "adam" or "adafactor" (T2T's, with its defaults)
   gradient_accumulation_steps: int = 1     # T2T's optimizer_multistep_accumulate_steps
-  mixed_precision: str = "float32"         # "float32" | "mixed_float16" | "mixed_bfloat16"
-  xla_compile: bool = False
+  # MIXED_PRECISIONS, or AUTO: the fastest that trains as well on this machine (t2t_lite.fast_path)
+  mixed_precision: str = dataclasses.field(default="float32", metadata={"auto": True})
+  # true: each replica's forward and backward pass compiled with XLA; or AUTO, as above
+  xla_compile: bool | str = dataclasses.field(default=False, metadata={"auto": True})
   seed: int = 1234
   # > 0: keep an exponential moving average of the weights, average = d * average + (1 - d) *
   # weights after each update (from the weights the run starts with); saved with the checkpoint
@@ -95,9 +102,12 @@ class HParams(ModelConfig):
     schedule_factors(self.learning_rate_schedule)
     check(self.optimizer in OPTIMIZERS,
           f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
-    check(self.mixed_precision in ("float32", "mixed_float16", "mixed_bfloat16"),
-          "mixed_precision must be float32, mixed_float16 or mixed_bfloat16, "
-          f"got {self.mixed_precision!r}")
+    check(self.mixed_precision in MIXED_PRECISIONS + (AUTO,),
+          f"mixed_precision must be {', '.join(MIXED_PRECISIONS)} or {AUTO} (the machine's fast "
+          f"path), got {self.mixed_precision!r}")
+    check(isinstance(self.xla_compile, bool) or self.xla_compile == AUTO,
+          f"xla_compile must be true, false or {AUTO} (the machine's fast path), got "
+          f"{self.xla_compile!r}")
     for name in ("batch_size", "gradient_accumulation_steps"):
       check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
     check_rate("label_smoothing", self.label_smoothing)
@@ -182,10 +192,15 @@ OVERRIDE_ALIASES = {
 
 
 def _convert(field, text):
-  """Parses `text` as the declared type of `field`."""
-  kind = field.type if isinstance(field.type, type) else {"int": int, "float": float,
-                                                          "str": str, "bool": bool}[field.type]
+  """Parses `text` as the declared type of `field` (its first type: `bool | str` is a bool), or
+  as AUTO where the field takes it."""
+  kind = field.type.__args__[0] if isinstance(field.type, types.UnionType) else field.type
+  kind = kind if isinstance(kind, type) else {"int": int, "float": float, "str": str,
+                                              "bool": bool}[kind]
   text = text.strip()
+  auto = field.metadata.get("auto")
+  if auto and text.lower() == AUTO:
+    return AUTO
   try:
     if kind is bool:
       lowered = text.lower()
@@ -204,7 +219,8 @@ def _convert(field, text):
     return kind(text)
   except ValueError:
     raise ValueError(f"bad hparams override {field.name}={text!r}: expected a {kind.__name__}"
-                     + (" (true/false)" if kind is bool else "")) from None
+                     + (" (true/false)" if kind is bool else "")
+                     + (f" or {AUTO}" if auto else "")) from None
 
 
 def _targets(hp, fields, name, text):

@@ -4,6 +4,7 @@
     python scripts/bench_train.py --shapes tiny --steps 10 --rounds 3
     python scripts/bench_train.py --shapes base --batches 16x128
     python scripts/bench_train.py --precisions float32   # float32 rows only (about half the time)
+    python scripts/bench_train.py --shapes multi30k --batches multi30k   # the Multi30k recipe's model
     python scripts/bench_train.py --loss          # only the projection + loss, 2048 tokens
     python scripts/bench_train.py --dropout       # only dropout: Keras' against the hashed mask
     python scripts/bench_train.py --adam          # only the optimizer update: Keras' Adam, fused
@@ -42,7 +43,8 @@ did nothing else (MFU 1.0), over the best peer of any precision. Timing: all con
 a row (each row in a process of its own, which measures its own matmul peaks) are built and
 traced, then timed in `--rounds` interleaved rounds (each at least `--min_seconds` and
 `--steps` steps; `benchmarking.interleaved`); each reports its fastest.
-TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all.
+TF_ENABLE_ONEDNN_OPTS=1 (the default here) for all. Each row's header says which of its
+configurations the hparams' `auto` (t2t_lite.fast_path) picks on this machine.
 """
 
 import argparse
@@ -59,6 +61,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite import fast_path
 from t2t_lite.hparams import get_hparams
 from t2t_lite.layers import Dropout, dropout, projection
 from t2t_lite.training import train_loop
@@ -68,6 +71,8 @@ from t2t_lite.training.loss import (fast_smoothed_cross_entropy, projected_cross
 
 # Keras dtype policy: (row-name suffix, matmul dtype of its peak)
 PRECISIONS = {"float32": ("", "float32"), "mixed_bfloat16": (" bf16", "bfloat16")}
+# The shapes rows time: the benchmarks' shared ones and the Multi30k recipe's model.
+TRAIN_SHAPES = {**SHAPES, "multi30k": ("transformer_multi30k", 8000)}
 SMOKE = ["--shapes", "tiny", "--batches", "2x8", "--precisions", "float32", "--steps", "1",
          "--rounds", "1", "--warmup", "1", "--min_seconds", "0", "--no_peer"]
 
@@ -332,7 +337,8 @@ def multi30k_batches(hp, count=8):
 def parse_args(argv=None):
   parser = argparse.ArgumentParser(description=__doc__,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
-  parser.add_argument("--shapes", default="tiny,base")
+  parser.add_argument("--shapes", default="tiny,base",
+                      help=f"comma-separated: {', '.join(TRAIN_SHAPES)} (multi30k: transformer_multi30k)")
   parser.add_argument("--steps", type=int, default=None,
                       help="at least this many steps per timing round (default: 10 tiny, 3 base)")
   parser.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds")
@@ -340,7 +346,8 @@ def parse_args(argv=None):
   parser.add_argument("--warmup", type=int, default=3)
   parser.add_argument("--no_peer", action="store_true")
   parser.add_argument("--batches", default="64x32,16x128,multi30k",
-                      help="comma-separated: BATCHxLENGTH random batches, multi30k (tiny only)")
+                      help="comma-separated: BATCHxLENGTH random batches, multi30k (real "
+                           "4096-token batches; shapes tiny and multi30k only)")
   parser.add_argument("--precisions", default="float32,mixed_bfloat16",
                       help="comma-separated: float32, mixed_bfloat16 (each timed for ours and the peers)")
   parser.add_argument("--loss", action="store_true", help="only: the loss kernels alone")
@@ -372,7 +379,7 @@ def main(argv=None):
       return
   precisions = args.precisions.split(",")
   rows = [(shape, batches) for shape in args.shapes.split(",") for batches in args.batches.split(",")
-          if batches != "multi30k" or shape == "tiny"]
+          if batches != "multi30k" or shape in ("tiny", "multi30k")]
   if len(rows) > 1:
     # One process per row: TensorFlow does not give back a row's models, traces and XLA programs
     # (nine base configurations per row), and two base rows in one process ran out of 24 GiB.
@@ -392,9 +399,12 @@ def time_row(shape, row, precisions, args):
   for precision, peak in peaks.items():
     print(f"{PRECISIONS[precision][1]} matmul peak (TF, 2048^3): {peak / 1e9:.0f} GFLOP/s; oneDNN "
           f"{os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; threads: {os.cpu_count()}")
+  path = fast_path.choose(fast_path.this_machine())
+  print(f"auto (t2t_lite.fast_path) here: {path} = the row "
+        f"t2t_lite{' XLA' * path.xla_compile}{PRECISIONS[path.mixed_precision][0]}")
   print("| shape | batch | model | target tok/s | s/step | MFU (at its precision's peak) |")
   print("|---|---|---|---|---|---|")
-  set_name, vocab = SHAPES[shape]
+  set_name, vocab = TRAIN_SHAPES[shape]
   hp = get_hparams(set_name)
   if row == "multi30k":
     label, batches = "Multi30k 4096-token", multi30k_batches(hp.replace(batch_size=4096))

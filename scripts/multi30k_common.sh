@@ -51,6 +51,20 @@ multi30k_train() {
     --eval_every=600 --eval_steps=20 --log_every=100 --decode_hparams=extra_length=50 "$@"
 }
 
+# multi30k_training_path OUT [summary]: the precision and XLA the last training into OUT took, as
+# the trainer recorded them (hparams.json's training_path; the multi30k hparams leave both to the
+# machine, "auto"), e.g. "float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)"; with
+# "summary", without the reason in parentheses.
+multi30k_training_path() {
+  python3 -c 'import json, sys
+try:
+  with open(sys.argv[1], encoding="utf-8") as f:
+    path = json.load(f)["training_path"]
+  print(path["summary"] + ("" if sys.argv[2] == "summary" else " (" + path["reason"] + ")"))
+except (OSError, KeyError, ValueError):
+  print("not recorded")' "$1/hparams.json" "${2:-}"
+}
+
 # multi30k_average OUT AVG_DIR [CHECKPOINTS]: average the newest AVERAGE checkpoints of OUT (or
 # the comma-separated checkpoint names given, e.g. ckpt-1400,ckpt-1498) into AVG_DIR.
 multi30k_average() {

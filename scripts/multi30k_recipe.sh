@@ -20,6 +20,7 @@ start=$(date +%s)
 multi30k_train "$OUT"
 trained=$(date +%s)
 echo "training wall time: $(( (trained - start) / 60 )) min $(( (trained - start) % 60 )) s"
+echo "training path: $(multi30k_training_path "$OUT")"
 multi30k_average "$OUT" "$OUT/averaged"
 multi30k_decode "$OUT/averaged" "$RAW/test_2016_flickr.en" "$OUT/test_2016_flickr.hyp.de"
 echo "decoding wall time: $(( $(date +%s) - trained )) s"

@@ -109,7 +109,9 @@ budget=$(multi30k_budget)
 
 cpu_description() {
   local name isa=AVX2
-  name=$(sed -n 's/^model name[[:space:]]*: *//p' /proc/cpuinfo | head -n 1)
+  # awk stops at the first match itself: `sed | head -n 1` could end with SIGPIPE (status 141),
+  # which pipefail and inherit_errexit turned into a failed run
+  name=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
   grep -qw avx512f /proc/cpuinfo && isa=AVX-512
   grep -qw avx2 /proc/cpuinfo || [ $isa = AVX-512 ] || isa="no AVX2"
   echo "${name:-unknown CPU}, $(nproc) cores, $isa"
@@ -154,7 +156,8 @@ train() {
   fi
   printf '%s\t%s\t%s\t%s\t%s\n' "$steps" \
     "$(awk '{s += $1} END {printf "%.1f", s / 60}' "$run/train_seconds")" \
-    "$(cpu_description)" "$(date -u +%Y-%m-%d)" "$(commit_description)" > "$run/trained.tmp"
+    "$(cpu_description); $(multi30k_training_path "$run/model" summary)" "$(date -u +%Y-%m-%d)" \
+    "$(commit_description)" > "$run/trained.tmp"
   mv "$run/trained.tmp" "$run/trained"
 }
 
@@ -171,7 +174,10 @@ pick_checkpoints() {
   local steps last picked
   steps=$(checkpoint_steps "$1")
   last=$(tail -n 1 <<< "$steps")
-  picked=$( (awk -v i="$2" -v last="$last" '$1 < last && $1 % i == 0' <<< "$steps" | tail -n $(( $3 - 1 ))
+  # awk keeps the newest N-1 itself: `| tail -n 0` (N=1) exits unread and awk's SIGPIPE (141)
+  # failed the run under pipefail
+  picked=$( (awk -v i="$2" -v last="$last" -v n=$(( $3 - 1 )) '$1 < last && $1 % i == 0 {k[c++] = $1}
+               END {for (j = (c > n ? c - n : 0); j < c; j++) print k[j]}' <<< "$steps"
              echo "$last") | sed '/^$/d')
   if [ "$(wc -l <<< "$picked")" -ne "$3" ]; then
     echo "error: $1 keeps $(wc -l <<< "$steps") checkpoints, too few for $3 of them $2 steps apart" >&2

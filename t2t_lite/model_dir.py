@@ -2,7 +2,9 @@
 builds, restores and describes it. Training writes it; decoding, averaging, export and the
 attention pictures read it, all through this module.
 
-    OUTPUT_DIR/hparams.json         problem, model name, resolved hparams, flags, vocabulary size
+    OUTPUT_DIR/hparams.json         problem, model name, hparams (set and overrides resolved,
+                                    "auto" kept), flags, vocabulary size, and the training path
+                                    the last run took (precision and XLA, `fast_path`)
     OUTPUT_DIR/flags.txt            the trainer's flags, one `--name=value` a line
     OUTPUT_DIR/vocab.model          the vocabulary (`t2t_lite.data.vocab.vocab_from_proto` reads it)
     OUTPUT_DIR/checkpoint, ckpt-N.* checkpoints: every model variable under its Keras path (and,
@@ -29,6 +31,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite import fast_path
 from t2t_lite import models  # noqa: F401  (registers the models in registry.models)
 from t2t_lite import registry
 from t2t_lite.data import vocab as vocab_lib
@@ -72,8 +75,11 @@ def atomic_write(path: str, data: str | bytes) -> None:
 
 def write_model_dir(output_dir: str, hparams: HParams, problem_name: str, flags: dict | None = None,
                     vocab_size: int | None = None, overwrite: bool = False,
-                    model: str = DEFAULT_MODEL) -> None:
+                    model: str = DEFAULT_MODEL, training_path: dict | None = None) -> None:
   """Records what the model in `output_dir` is; refuses a directory trained with other settings.
+
+  `training_path`: the precision and XLA the trainer's run took (`fast_path.TrainingPath.record`),
+  kept as the record's `training_path` (the last run's, when a run resumes).
 
   Raises:
     ModelDirError: `output_dir` holds a model with different hparams, problem or model and
@@ -90,9 +96,13 @@ def write_model_dir(output_dir: str, hparams: HParams, problem_name: str, flags:
         diff["problem"] = (old_problem, problem_name)
       if old_model != model:
         diff["model"] = (old_model, model)
+      resume = ""
+      if set(diff) <= {"mixed_precision", "xla_compile"}:  # the training path only (fast_path)
+        recorded = ",".join(f"{k}={str(old).lower()}" for k, (old, _) in sorted(diff.items()))
+        resume = f" To continue that training as it ran, add {recorded} to --hparams."
       raise ModelDirError(
           f"{output_dir} holds a model trained with other settings (old, new): {diff}. "
-          "Use another --output_dir, or pass --overwrite_output_dir to start over there.")
+          "Use another --output_dir, or pass --overwrite_output_dir to start over there." + resume)
   if overwrite and os.path.isdir(output_dir):
     for name in os.listdir(output_dir):
       target = os.path.join(output_dir, name)
@@ -102,6 +112,8 @@ def write_model_dir(output_dir: str, hparams: HParams, problem_name: str, flags:
         os.remove(target)
   record = {"problem": problem_name, "model": model, "hparams": json.loads(hparams.to_json()),
             "flags": flags or {}, "vocab_size": vocab_size}
+  if training_path is not None:
+    record["training_path"] = training_path
   atomic_write(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
   if flags:
     atomic_write(os.path.join(output_dir, FLAGS_FILE),
@@ -192,9 +204,9 @@ def decode_constraint(output_dir: str, vocab, decode_hparams: DecodeHParams):
 
 
 def set_precision_policy(hparams: HParams) -> None:
-  """Keras' global dtype policy for `hparams.mixed_precision` (layers built after it use it)."""
-  keras.mixed_precision.set_global_policy(
-      "float32" if hparams.mixed_precision == "float32" else hparams.mixed_precision)
+  """Keras' global dtype policy for `hparams.mixed_precision` (layers built after it use it);
+  `auto` is this machine's choice (`t2t_lite.fast_path`)."""
+  keras.mixed_precision.set_global_policy(fast_path.resolve(hparams)[0].mixed_precision)
 
 
 def build_model(hparams: HParams, vocab_size: int, model: str = DEFAULT_MODEL) -> keras.Model:

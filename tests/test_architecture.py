@@ -19,6 +19,7 @@ LAYERS = (
     ("t2t_lite.problems",),        # datasets: use data's vocabulary and pipeline tools
     ("t2t_lite.layers",),
     ("t2t_lite.models",),
+    ("t2t_lite.fast_path",),       # the training path for this machine (hparams "auto")
     ("t2t_lite.model_dir",),       # builds, restores and describes a trained model's folder
     ("t2t_lite.training", "t2t_lite.importers"),  # importers write a model dir at step 0
     ("t2t_lite.decoding",),
@@ -99,5 +100,5 @@ def test_the_checker_sees_nested_and_relative_imports(tmp_path):
                     "  from .. import model_dir\n", encoding="utf-8")
   found = [name for _, name in imported_modules("t2t_lite.training.module", source)]
   assert found == ["os", "t2t_lite.registry", "t2t_lite.decoding", "t2t_lite.model_dir"]
-  assert [layer_of(name) for name in found] == [None, 0, 9, 7]
-  assert layer_of("t2t_lite.training.train_loop") == 8 and layer_of("t2t_lite") == 0
+  assert [layer_of(name) for name in found] == [None, 0, 10, 8]
+  assert layer_of("t2t_lite.training.train_loop") == 9 and layer_of("t2t_lite") == 0

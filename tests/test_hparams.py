@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 
 from t2t_lite import registry
-from t2t_lite.hparams import DecodeHParams, HParams, get_hparams
+from t2t_lite.hparams import AUTO, DecodeHParams, HParams, get_hparams
 from t2t_lite.hparams.transformer import TABLE3_ROWS
 
 
@@ -58,7 +58,8 @@ def test_overrides_are_typed():
     ("hiden_size=3", "Did you mean 'hidden_size'"),
     ("hidden_size=abc", "expected a int"),
     ("batch_size=1.5", "expected a int"),
-    ("xla_compile=maybe", "true/false"),
+    ("xla_compile=maybe", r"xla_compile='maybe': expected a bool \(true/false\) or auto"),
+    ("mixed_precision=bfloat16", "mixed_precision must be float32, mixed_float16, mixed_bfloat16 or auto"),
     ("hidden_size", "expected name=value"),
     ("norm_type=middle", "norm_type must be"),
     ("num_heads=7", "divisible by num_heads"),
@@ -67,6 +68,22 @@ def test_overrides_are_typed():
 def test_override_errors(overrides, message):
   with pytest.raises(ValueError, match=message):
     get_hparams("base", overrides)
+
+
+def test_auto_precision_and_xla_is_asked_for_never_a_sets_default():
+  """Every set trains in float32 without XLA (T2T's, and the path the recipes were measured on)
+  until "auto" is measured on a set; "auto" parses in any case, is kept through JSON, and is
+  checked where set directly."""
+  for name in registry.hparams_sets.names():
+    hp = get_hparams(name)
+    assert (hp.mixed_precision, hp.xla_compile) == ("float32", False), name
+  hp = get_hparams("base", "mixed_precision=AUTO,xla_compile=Auto")
+  assert (hp.mixed_precision, hp.xla_compile) == (AUTO, AUTO)
+  assert HParams.from_json(hp.to_json()) == hp
+  assert get_hparams("multi30k", "xla_compile=false,mixed_precision=float32").xla_compile is False
+  for bad in ({"xla_compile": "yes"}, {"xla_compile": 1}, {"mixed_precision": "Auto"}):
+    with pytest.raises(ValueError, match="must be"):
+      HParams(**bad)
 
 
 def test_json_round_trip_every_set():

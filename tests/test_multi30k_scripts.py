@@ -17,7 +17,7 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh")
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
 # --train_minutes; $FAKE_EXIT makes it stop early with that status, hparams with
-# learning_rate_constant=9 make it diverge.
+# learning_rate_constant=9 make it diverge; it records a training path in hparams.json.
 TRAINER = r"""
 echo "trainer $*" >> "$CALLS"
 for a in "$@"; do case $a in
@@ -27,6 +27,7 @@ for a in "$@"; do case $a in
 esac; done
 [ -n "${overwrite:-}" ] && rm -rf "$out"
 mkdir -p "$out"
+echo '{"training_path": {"summary": "float32, whole-step XLA", "reason": "AVX2 CPU"}}' > "$out/hparams.json"
 last=$steps; [ -n "${minutes:-}" ] && last=${FAKE_LAST_STEP:-1498}
 [ -n "${FAKE_EXIT:-}" ] && last=300
 case $hparams in *learning_rate_constant=9*) last=300 ;; esac
@@ -138,6 +139,8 @@ def test_recipe_defaults_are_the_command_lines_it_always_ran(copy):
       "--decode_hparams=beam_size=4,alpha=0.6,extra_length=50,batch_size=64"]
   assert of(calls, "bleu") == [f"--translation=runs/multi30k/test_2016_flickr.hyp.de "
                                f"--reference={raw}/test_2016_flickr.de --lang=de"]
+  # The path the training took, as the trainer recorded it in hparams.json.
+  assert "\ntraining path: float32, whole-step XLA (AVX2 CPU)\n" in result.stdout
 
 
 def test_recipe_takes_the_interval_window_and_steps(copy):
@@ -192,6 +195,7 @@ def test_tune_scores_val_and_averages_what_the_recipe_would(copy):
   for row in rows:
     float(row["val_bleu_last"]), float(row["val_bleu_average"]), float(row["train_minutes"])
     assert "cores" in row["cpu"] and row["date"][:2] == "20"
+    assert row["cpu"].endswith("; float32, whole-step XLA")  # the training path, as recorded
   # A second run finds every setting in the table; a new budget is a new row.
   result, calls = run(copy, "multi30k_tune.sh", SETTINGS=SETTINGS)
   assert result.returncode == 0 and calls == [] and result.stdout.count("already in") == 4

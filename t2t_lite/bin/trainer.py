@@ -73,7 +73,8 @@ def build_parser(argv=None):
                  help="seed of data shuffling, initialization and dropout: sets the hparam seed "
                       "(recorded in hparams.json)")
   common.add_bool(p, "xla_compile", "compile training steps with XLA (sets the hparam "
-                                    "xla_compile=true)")
+                                    "xla_compile=true; --noxla_compile: false; without either, "
+                                    "the hparams' value, which may be auto)", default=None)
   common.add_bool(p, "generate_data", "write the problem's vocabulary and token shards before "
                                       "training (what t2t-lite-datagen does)")
   p.add_argument("--worker_gpu", type=int, default=1,
@@ -187,8 +188,8 @@ def main(argv=None):
         hparams = model_dir.saved_hparams(args.output_dir) or hparams
     if args.random_seed is not None:
       hparams = hparams.replace(seed=args.random_seed)
-    if args.xla_compile:
-      hparams = hparams.replace(xla_compile=True)
+    if args.xla_compile is not None:  # --xla_compile or --noxla_compile
+      hparams = hparams.replace(xla_compile=args.xla_compile)
     check_workers(args.worker_replicas, args.worker_id)
     from t2t_lite.training.best import EarlyStopping
     early_stopping = EarlyStopping(args.eval_early_stopping_metric,

@@ -13,6 +13,8 @@ import os
 
 import tensorflow as tf
 
+from t2t_lite import fast_path
+
 
 def make_strategy(worker_gpu=None, tpu=None):
   """Returns the strategy for this process.
@@ -48,10 +50,12 @@ def check_supported(strategy, hparams):
   TPUStrategy compiles every step with XLA, which needs static shapes: the compacted loss
   (padded positions dropped, `xla_compile=false`) and batches of varying length do not have
   them. Other strategies take any hparams (`xla_compile` compiles each replica's forward and
-  backward pass inside `strategy.run`; the all-reduce and the update run around it).
+  backward pass inside `strategy.run`; the all-reduce and the update run around it). "auto"
+  values are checked as they resolve (`fast_path`: XLA under TPUStrategy).
   """
-  tpu = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
-  if isinstance(strategy, tpu) and not (hparams.xla_compile and hparams.static_batch_shapes):
+  hparams, _ = fast_path.resolve(hparams, strategy)
+  if (isinstance(strategy, fast_path.TPU_STRATEGIES)
+      and not (hparams.xla_compile and hparams.static_batch_shapes)):
     raise ValueError(
         "TPUStrategy compiles every step with XLA and needs static shapes: add "
         "xla_compile=true,static_batch_shapes=true to --hparams (the loss then keeps padded "

@@ -47,7 +47,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from t2t_lite import model_dir
+from t2t_lite import fast_path, model_dir
 from t2t_lite.hparams import HParams
 from t2t_lite.problems import Problem
 from t2t_lite.training import best as best_lib
@@ -148,8 +148,10 @@ class Trainer:
                model: str = model_dir.DEFAULT_MODEL,
                keep_checkpoint_every_n_hours: float | None = None,
                warm_start: model_dir.WarmStart | None = None):
-    self.hparams = hparams
     self.strategy = strategy or tf.distribute.get_strategy()
+    # hparams' "auto" precision and XLA become this machine's fast path (t2t_lite.fast_path).
+    hparams, self.training_path = fast_path.resolve(hparams, self.strategy)
+    self.hparams = hparams
     distribute.check_supported(self.strategy, hparams)
     self.output_dir = output_dir
     self.chief = distribute.is_chief(self.strategy)
@@ -432,13 +434,18 @@ def train_and_evaluate(
     check_early_stopping(strategy, early_stopping, evaluate_fn)
   vocab = problem.get_vocab(data_dir)
   chief = distribute.is_chief(strategy)
+  # hparams.json keeps the hparams as given ("auto" stays "auto": a rerun elsewhere decides
+  # again) and, beside them, the path this run took; the Trainer decides it the same way.
+  _, path = fast_path.resolve(hparams, strategy)
   if chief:
     os.makedirs(output_dir, exist_ok=True)
     model_dir.write_model_dir(output_dir, hparams, problem.name, flags, vocab.vocab_size, overwrite,
-                              model)
+                              model, training_path=path.record())
     model_dir.write_vocab(output_dir, vocab)
+    print(f"training path: {path}", flush=True)
   trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
                     keep_checkpoint_every_n_hours, warm_start)
+  hparams = trainer.hparams
   keeper = best_keeper(output_dir, early_stopping, chief) if eval_steps else None
   start = trainer.step
   if trainer.restored_from:
