@@ -515,7 +515,8 @@ def cache_phase_runs(args, lines):
 
 def bench_model_dir(args):
   """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up
-  included; twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its SavedModel in a default process (load, then translating the lines in file-order
+  included; twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its
+  SavedModel in a default process (load, then translating the lines in file-order
   batches of --batch, best of --rounds), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the

@@ -22,9 +22,13 @@ What TensorFlow checks, and what is added here:
   other XLA flags start an empty one.
 - TensorFlow fails the call (it does not recompile) when a file it finds cannot be read or does not
   match. Files appear whole (written to a temporary name, renamed), but a file can still be
-  truncated or damaged later (a full disk, a copy cut short): `configure` checks every entry's
+  truncated or malformed later (a full disk, a copy cut short): `configure` checks every entry's
   structure first (`entry_problem`) and deletes the bad ones, and temporary files that a killed
-  process left behind (`STALE_SECONDS` old).
+  process left behind (`STALE_SECONDS` old). (Damage inside a stored executable, with its
+  structure whole, is not detected.)
+- TensorFlow's key holds the traced function's name, numbered by a process-wide counter: the
+  `Translator` traces each shape under `stable_names`, so a run finds the programs whatever order
+  it meets the shapes in.
 - A folder that cannot be written (a read-only model directory) is used read-only when it
   exists, else the cache is off: TensorFlow fails the call when it cannot save a program.
 
