@@ -56,6 +56,7 @@ have to run its small products faster than TF runs a 2048^3 one.
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -677,7 +678,8 @@ def cache_phase_runs(args, lines):
 
 def bench_model_dir(args):
   """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up
-  included), its SavedModel in a default process (load, then translating the lines in file-order
+  included; twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its
+  SavedModel in a default process (load, then translating the lines in file-order
   batches of --batch, best of --rounds), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the
@@ -696,15 +698,24 @@ def bench_model_dir(args):
   if args.cache_phases_only:
     print_model_dir_rows(args, lines, phase_rows, one_phase_outputs, "the one-phase search's")
     return
-  decoded = os.path.join(args.workdir, "decoder.txt")
-  command = os.path.join(os.path.dirname(sys.executable), "t2t-lite-decoder")
-  start = time.perf_counter()
-  subprocess.run([command, f"--output_dir={args.model_dir}", f"--decode_from_file={lines_file}",
-                  f"--decode_to_file={decoded}"], check=True, env=clean_environment(),
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-  decoder_seconds = time.perf_counter() - start
-  with open(decoded, encoding="utf-8") as f:
-    reference_outputs = [line.rstrip("\n") for line in f]
+  # The decoder twice on a fresh XLA cache folder (not the model's own): it compiles its programs
+  # (cold), then loads them (warm, what a second run on the same model does).
+  xla_cache_dir = os.path.join(args.workdir, "xla_cache")
+  shutil.rmtree(xla_cache_dir, ignore_errors=True)
+  decoder_rows = {}
+  for state in ("cold", "warm"):
+    decoded = os.path.join(args.workdir, f"decoder_{state}.txt")
+    command = os.path.join(os.path.dirname(sys.executable), "t2t-lite-decoder")
+    start = time.perf_counter()
+    subprocess.run([command, f"--output_dir={args.model_dir}", f"--decode_from_file={lines_file}",
+                    f"--decode_to_file={decoded}", f"--xla_cache_dir={xla_cache_dir}"], check=True,
+                   env=clean_environment(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seconds = time.perf_counter() - start
+    with open(decoded, encoding="utf-8") as f:
+      outputs = [line.rstrip("\n") for line in f]
+    decoder_rows[f"t2t-lite-decoder (whole command, start-up included, {state} XLA cache)"] = (
+        seconds, outputs)
+  reference_outputs = decoder_rows["t2t-lite-decoder (whole command, start-up included, cold XLA cache)"][1]
   print(f"t2t-lite-decoder outputs: {words_per_line(reference_outputs):.1f} words a line"
         + (f"; references {words_per_line(read_lines(args.references, len(lines))):.1f}"
            if args.references else ""), flush=True)
@@ -716,7 +727,7 @@ def bench_model_dir(args):
   first = time.perf_counter() - first
   timing = interleaved({"saved": process}, args.rounds)["saved"]
   process.close()
-  rows = {"t2t-lite-decoder (whole command, start-up included)": (decoder_seconds, reference_outputs),
+  rows = {**decoder_rows,
           "SavedModel, default process (translation only, best round)": (timing.seconds, timing.result),
           "SavedModel, default process (start-up + first pass, compiles)": (
               process.startup_seconds + first, timing.result)}

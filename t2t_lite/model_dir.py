@@ -11,6 +11,8 @@ attention pictures read it, all through this module.
                                     with hparams weight_ema_decay > 0, their moving averages)
     OUTPUT_DIR/best/                the best evaluation's checkpoint (a model directory of its
                                     own, with best.json: metric, value, step)
+    OUTPUT_DIR/xla_cache/           the search programs the decoder and the server compiled
+                                    (t2t_lite/decoding/xla_cache.py; delete it at any time)
 
 Every command after the trainer reads the hparams from here, so overrides are never lost
 (T2T issue #672). Files are written to a temporary name and renamed, so a kill never leaves a

@@ -20,6 +20,9 @@ import shutil
 import socket
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# The commands tests start keep no XLA cache in the (shared, read-only) model folders they decode;
+# tests/test_xla_cache.py gives its own folders.
+os.environ.setdefault("T2T_LITE_XLA_CACHE_DIR", "none")
 
 import pytest  # noqa: E402
 

@@ -26,11 +26,16 @@ NOISE = (b"WARNING: All log messages before absl::InitializeLog() is called are 
          b"slightly different numerical results.\n"
          b"E0000 00:00:1795557129.254369   12446 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA "
          b"error: Failed call to cuInit: UNKNOWN ERROR (303)\n"
-         b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n")
+         b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n"
+         # at each program loaded from the persistent XLA cache (tests/test_xla_cache.py)
+         b"E0000 00:00:1795595600.363670   28614 text_format.cc:378] Error parsing text-format "
+         b"tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 4\n")
 REAL = (b"E0000 00:00:1795557138.550291   12627 op_kernel.cc:1830] OP_REQUIRES failed: bad shape\n"
         b"error: --output_dir runs/x has no hparams.json\n"
         b"Traceback (most recent call last):\n"
-        b"W0000 00:00:1795557138.550291   12627 util.cc:131] something else about oneDNN\n")
+        b"W0000 00:00:1795557138.550291   12627 util.cc:131] something else about oneDNN\n"
+        b"E0000 00:00:1795557138.550291   12627 text_format.cc:378] Error parsing text-format "
+        b"tensorflow.SomeOtherProto: 1:1: Expected identifier\n")
 
 
 def _env(**extra):

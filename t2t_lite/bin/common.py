@@ -94,6 +94,32 @@ def add_recorded_flags(parser):
   add_usr_dir_flag(parser)
 
 
+XLA_CACHE_ENV = "T2T_LITE_XLA_CACHE_DIR"   # --xla_cache_dir's value when the flag is not given
+
+
+def add_xla_cache_flag(parser, default_help="OUTPUT_DIR/xla_cache"):
+  parser.add_argument("--xla_cache_dir", default=None,
+                      help="where the search programs XLA compiles are kept, so that the next run "
+                           f"loads them instead of compiling (default: ${XLA_CACHE_ENV}, else "
+                           f"{default_help}; 'none': no cache; a TF_XLA_FLAGS naming "
+                           "--tf_xla_persistent_cache_directory is left as it is). See "
+                           "docs/decoding.md")
+
+
+def configure_xla_cache(args, output_dir=None):
+  """Turns the persistent XLA cache on (`t2t_lite.decoding.xla_cache.configure`) in --xla_cache_dir
+  (or $T2T_LITE_XLA_CACHE_DIR), else OUTPUT_DIR/xla_cache when `output_dir` is a folder; before
+  TensorFlow is imported. Returns the folder, or None (off)."""
+  from t2t_lite.decoding import xla_cache
+  given = args.xla_cache_dir if args.xla_cache_dir is not None else os.environ.get(XLA_CACHE_ENV)
+  if given is not None and given.strip().lower() in ("", "none"):
+    return None
+  if not given and not (output_dir and os.path.isdir(output_dir)):
+    return None   # no model directory there: its error comes later, and no folder is made
+  return xla_cache.configure(os.path.expanduser(given) if given else
+                             xla_cache.default_directory(output_dir))
+
+
 def load_usr_dir(args):
   if args.t2t_usr_dir:
     from t2t_lite.problems import import_usr_dir

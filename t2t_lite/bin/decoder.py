@@ -9,7 +9,8 @@ model directory, whose hparams.json says what the model is). --decode_interactiv
 line at a time; --score_file scores given `source<TAB>target` pairs. Decode hparams (T2T's):
 beam_size, alpha, extra_length (100), batch_size, return_beams, write_beam_scores (T2T's n-best:
 text<TAB>score<TAB>text<TAB>score...), max_input_size (<= 0: no limit), num_samples, num_decodes,
-delimiter, sampling_temperature, top_k, seed, xla, constrained.
+delimiter, sampling_temperature, top_k, seed, xla, constrained. The search programs XLA
+compiles are kept in OUTPUT_DIR/xla_cache (--xla_cache_dir), so the next run loads them.
 """
 
 import os
@@ -42,6 +43,7 @@ def build_parser():
                       "search's own score (alpha=0: the log-probability); one %%.6f per line")
   common.add_bool(p, "keep_timestamp",
                   "give --decode_to_file the modification time of the checkpoint's .index file")
+  common.add_xla_cache_flag(p)
   common.add_bool(p, "decode_in_memory", "T2T's; accepted: decodes are always kept in memory")
   common.add_t2t_flags(p, "decoder")  # T2T's other flags, last
   return p
@@ -49,7 +51,9 @@ def build_parser():
 
 def main(argv=None):
   args = common.parse_args(build_parser(), argv)
-  if args.output_dir.endswith(".keras"):  # its model as a temporary model directory
+  keras_file = args.output_dir.endswith(".keras")
+  common.configure_xla_cache(args, None if keras_file else args.output_dir)  # before TensorFlow loads
+  if keras_file:  # its model as a temporary model directory
     from t2t_lite import model_dir
     if args.checkpoint_path or args.keep_timestamp:
       print("error: a .keras file holds one model: no --checkpoint_path or --keep_timestamp",

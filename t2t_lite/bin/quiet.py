@@ -35,6 +35,9 @@ _NOISY_MESSAGES = {
     b"port.cc": b"oneDNN custom operations are on",
     b"util.cc": b"oneDNN supports DT_",
     b"py_utils.cc": b"TF-TRT Warning",
+    # The persistent XLA cache (t2t_lite/decoding/xla_cache.py) reads each entry as a text proto
+    # first, logging this error, then as the binary one it is: at every program it loads.
+    b"text_format.cc": b"Error parsing text-format tensorflow.XlaSerializedCacheEntry",
 }
 _NOISY_LINES = (
     re.compile(rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"),

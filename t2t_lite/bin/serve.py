@@ -11,7 +11,8 @@ trees) or an exported SavedModel (its serving_default and nbest signatures; EXPO
 EXPORT_DIR/<version>). Open http://HOST:PORT/ for the page. Concurrent requests are decoded
 together (TF Serving's batching options below), padded to a few batch and width buckets whose
 search programs are compiled at start (--warmup_max_width; /health answers 503 until then);
-SIGTERM finishes the requests in flight, then exits. See docs/serving.md.
+SIGTERM finishes the requests in flight, then exits. With --output_dir the compiled programs are
+kept in OUTPUT_DIR/xla_cache (--xla_cache_dir), so the next start loads them. See docs/serving.md.
 """
 
 import sys
@@ -40,6 +41,7 @@ def build_parser():
   p.add_argument("--checkpoint_path", default=None,
                  help="with --output_dir: a checkpoint prefix (default: the latest)")
   common.add_usr_dir_flag(p)
+  common.add_xla_cache_flag(p, "OUTPUT_DIR/xla_cache with --output_dir, none with --export_dir")
   batching = p.add_argument_group("batching (TF Serving's batching parameters)")
   batching.add_argument("--max_batch_size", type=int, default=BatchingOptions.max_batch_size,
                         help="the most sentences decoded together")
@@ -76,6 +78,7 @@ def _sizes(text):
 
 def main(argv=None):
   args = common.parse_args(build_parser(), argv)
+  common.configure_xla_cache(args, args.output_dir)   # before TensorFlow loads
   from t2t_lite.serving import app as app_lib
   from t2t_lite.serving import backends, batching, rest
   with common.usage_errors():

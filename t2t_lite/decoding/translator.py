@@ -25,7 +25,7 @@ from keras import ops
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
-from t2t_lite.decoding import buckets, sampling
+from t2t_lite.decoding import buckets, sampling, xla_cache
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
@@ -191,6 +191,7 @@ class Translator:
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
+    self._traced = set()
 
   @property
   def tracing_count(self) -> int:
@@ -209,6 +210,13 @@ class Translator:
     batch[len(sources):, 0] = EOS_ID  # filler rows up to the padded batch; results dropped
     for row, source in enumerate(sources):
       batch[row, :len(source)] = source
+    if (rows, width) not in self._traced:
+      # Traced under names that do not depend on what the process traced before, so that a
+      # compiled program kept in the persistent XLA cache is found by the next run whatever
+      # order it meets the shapes in (`xla_cache.stable_names`).
+      with xla_cache.stable_names(f"t2t_lite search {rows}x{width}"):
+        self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32))
+      self._traced.add((rows, width))
     ids, scores = self._search(tf.constant(batch))
     return ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
 
