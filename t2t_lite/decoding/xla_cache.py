@@ -49,6 +49,8 @@ import threading
 import time
 import zlib
 
+from t2t_lite import cpu
+
 FOLDER = "xla_cache"            # under the model's output dir
 ENV = "TF_XLA_FLAGS"
 DIRECTORY_FLAG = "--tf_xla_persistent_cache_directory"
@@ -71,26 +73,19 @@ def _tensorflow_version() -> str:
   return "unknown"
 
 
-def _cpu_description() -> str:
-  """The CPU's model and instruction-set flags (Linux's /proc/cpuinfo, first processor)."""
-  wanted = ("vendor_id", "model name", "flags", "cpu family", "model", "features", "cpu implementer",
-            "cpu architecture", "cpu variant", "cpu part")
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-      fields = {}
-      for line in f:
-        if not line.strip():
-          if fields:
-            break
-          continue
-        name, _, value = line.partition(":")
-        name = name.strip().lower()
-        if name in wanted:
-          fields[name] = " ".join(sorted(value.split())) if name in ("flags", "features") else value.strip()
-    if fields:
-      return repr(sorted(fields.items()))
-  except OSError:
-    pass
+# The fields of /proc/cpuinfo's first processor that name the instruction sets XLA compiles for.
+_CPU_FIELDS = ("vendor_id", "model name", "flags", "cpu family", "model", "features", "cpu implementer",
+               "cpu architecture", "cpu variant", "cpu part")
+
+
+def _cpu_description(cpuinfo: str | None = None) -> str:
+  """The CPU's model and instruction-set flags (Linux's /proc/cpuinfo, first processor: `cpu`),
+  as the key's hash has read them since the cache began (a changed string would orphan every
+  existing cache folder). `cpuinfo`: the text (default: this machine's)."""
+  fields = cpu.first_processor(cpu.read() if cpuinfo is None else cpuinfo, _CPU_FIELDS)
+  if fields:
+    return repr(sorted((name, " ".join(sorted(value.split())) if name in ("flags", "features") else value)
+                       for name, value in fields.items()))
   return f"{platform.processor()} {platform.platform()}"
 
 
