@@ -69,6 +69,7 @@ from benchmarking import SHAPES, build_model, interleaved, matmul_peak
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite import cpu
 from t2t_lite.decoding.translator import make_search_fn
 from t2t_lite.hparams import DecodeHParams, get_hparams
 from t2t_lite.hparams.model_config import ModelConfig
@@ -241,23 +242,6 @@ def saved_model_run(model, source, workdir, beam):
   process = SavedModelProcess(path, lines_file, source.shape[0])
   name = f"{search_name(beam)}, SavedModel in a default process"
   return name, process, process
-
-
-def cpu_description():
-  """The CPU model and its vector ISA flags (from /proc/cpuinfo), for the header of a run."""
-  model, flags = "unknown CPU", set()
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        key, _, value = line.partition(":")
-        if key.strip() == "model name":
-          model = value.strip()
-        elif key.strip() == "flags":
-          flags = set(value.split())
-  except OSError:
-    pass
-  isa = sorted(f for f in flags if f.startswith(("avx", "fma", "sse4", "amx", "f16c")))
-  return f"CPU: {model}; ISA: {' '.join(isa) or 'unknown'}"
 
 
 def read_bandwidth(gib=1.0, rounds=5):
@@ -692,7 +676,7 @@ def bench_model_dir(args):
   lines_file = os.path.join(args.workdir, "lines.txt")
   with open(lines_file, "w", encoding="utf-8") as f:
     f.writelines(line + "\n" for line in lines)
-  print(cpu_description())
+  print(cpu.describe())
   print(f"{args.model_dir}: {len(lines)} lines of {args.lines}; the problem's decode defaults")
   phase_rows, one_phase_outputs = cache_phase_runs(args, lines)
   if args.cache_phases_only:
@@ -945,7 +929,7 @@ def bench_fixed_work(args, ct2):
   threads = len(os.sched_getaffinity(0))
   length = args.length
   os.makedirs(args.workdir, exist_ok=True)
-  print(cpu_description())
+  print(cpu.describe())
   print(f"oneDNN {os.environ.get('TF_ENABLE_ONEDNN_OPTS')}; {threads} threads; source and output "
         f"length {length}")
   bandwidth = read_bandwidth(args.bandwidth_gib)

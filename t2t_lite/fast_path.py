@@ -25,29 +25,18 @@ different CPUs still hold the same weights.
 """
 
 import dataclasses
-import functools
 import logging
 import os
 
 import tensorflow as tf
 
+from t2t_lite import cpu
 from t2t_lite.hparams import AUTO, HParams
 
 logger = logging.getLogger(__name__)
 
 BFLOAT16_FLAGS = {"avx512_bf16": "AVX512_BF16", "amx_bf16": "AMX"}  # /proc/cpuinfo -> name
 TPU_STRATEGIES = (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy)
-CPUINFO = "/proc/cpuinfo"
-
-
-def cpu_flags(cpuinfo: str) -> frozenset[str] | None:
-  """The feature flags of the first processor in a /proc/cpuinfo text (x86 `flags`, Arm
-  `Features`); None when it names none."""
-  for line in cpuinfo.splitlines():
-    key, colon, value = line.partition(":")
-    if colon and key.strip() in ("flags", "Features"):
-      return frozenset(value.split())
-  return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,7 +49,8 @@ class Machine:
 
   @classmethod
   def from_cpuinfo(cls, cpuinfo: str, accelerator: str | None = None, onednn: bool = True):
-    return cls(accelerator, cpu_flags(cpuinfo), onednn)
+    """From a /proc/cpuinfo text (its first processor's flags, `t2t_lite.cpu`)."""
+    return cls(accelerator, cpu.flags(cpuinfo), onednn)
 
   @property
   def bfloat16(self) -> list[str]:
@@ -125,15 +115,6 @@ def choose(machine: Machine, mixed_precision=AUTO, xla_compile=AUTO) -> Training
   return TrainingPath(precision, xla, why)
 
 
-@functools.cache
-def _cpuinfo() -> str:
-  try:
-    with open(CPUINFO, encoding="utf-8", errors="replace") as f:
-      return f.read()
-  except OSError:
-    return ""
-
-
 def this_machine(strategy: tf.distribute.Strategy | None = None) -> Machine:
   """This process's machine: TPU under a TPUStrategy, GPU when one is visible (TensorFlow
   places a single-device run there too), else the CPU's flags from /proc/cpuinfo."""
@@ -143,7 +124,7 @@ def this_machine(strategy: tf.distribute.Strategy | None = None) -> Machine:
   elif tf.config.list_physical_devices("GPU"):  # physical: leaves logical devices configurable
     accelerator = "GPU"
   onednn = os.environ.get("TF_ENABLE_ONEDNN_OPTS", "1").strip().lower() not in ("0", "false")
-  return Machine.from_cpuinfo(_cpuinfo(), accelerator, onednn)
+  return Machine.from_cpuinfo(cpu.read(), accelerator, onednn)
 
 
 def resolve(hparams: HParams, strategy: tf.distribute.Strategy | None = None,

@@ -9,7 +9,7 @@ import keras
 import pytest
 import tensorflow as tf
 
-from t2t_lite import fast_path, model_dir
+from t2t_lite import cpu, fast_path, model_dir
 from t2t_lite.hparams import AUTO, get_hparams
 from t2t_lite.problems import get_problem
 from t2t_lite.training import distribute, train_loop
@@ -102,25 +102,20 @@ def test_explicit_values_are_kept_and_auto_decides_knowing_them():
 def test_this_machine_reads_cpuinfo_gpus_and_onednn(monkeypatch, tmp_path):
   path = tmp_path / "cpuinfo"
   path.write_text(CPUS["Sapphire Rapids, AMX"][0])
-  monkeypatch.setattr(fast_path, "CPUINFO", str(path))
-  fast_path._cpuinfo.cache_clear()  # pylint: disable=protected-access
-  try:
-    monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
-    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
-    machine = fast_path.this_machine()
-    assert machine == fast_path.Machine(None, machine.flags, True) and "amx_bf16" in machine.flags
-    monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "False")
-    assert fast_path.this_machine().onednn is False
-    tpu = object.__new__(tf.distribute.TPUStrategy)  # only its type is looked at
-    assert fast_path.this_machine(tpu).accelerator == "TPU"
-    monkeypatch.setattr(tf.config, "list_physical_devices",
-                        lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
-    assert fast_path.this_machine().accelerator == "GPU"
-    path.unlink()
-    fast_path._cpuinfo.cache_clear()  # pylint: disable=protected-access
-    assert fast_path.this_machine().flags is None
-  finally:
-    fast_path._cpuinfo.cache_clear()  # pylint: disable=protected-access
+  monkeypatch.setattr(cpu, "CPUINFO", str(path))
+  monkeypatch.setattr(tf.config, "list_physical_devices", lambda kind=None: [])
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "1")
+  machine = fast_path.this_machine()
+  assert machine == fast_path.Machine(None, machine.flags, True) and "amx_bf16" in machine.flags
+  monkeypatch.setenv("TF_ENABLE_ONEDNN_OPTS", "False")
+  assert fast_path.this_machine().onednn is False
+  tpu = object.__new__(tf.distribute.TPUStrategy)  # only its type is looked at
+  assert fast_path.this_machine(tpu).accelerator == "TPU"
+  monkeypatch.setattr(tf.config, "list_physical_devices",
+                      lambda kind=None: ["GPU:0"] if kind == "GPU" else [])
+  assert fast_path.this_machine().accelerator == "GPU"
+  path.unlink()
+  assert fast_path.this_machine().flags is None
 
 
 def test_tpu_rule_holds_after_resolution():
@@ -138,10 +133,12 @@ def test_tpu_rule_holds_after_resolution():
 
 @pytest.fixture
 def avx2_machine(monkeypatch):
-  """This process seen as the AVX2 EPYC, whatever CPU runs the test."""
+  """This process seen as the AVX2 EPYC, whatever CPU runs the test; returns the list of the
+  times it was looked at (`fast_path.resolve` of "auto" hparams)."""
   machine = fast_path.Machine.from_cpuinfo(CPUS["AMD EPYC, AVX2 only (this project's machine)"][0])
-  monkeypatch.setattr(fast_path, "this_machine", lambda strategy=None: machine)
-  return machine
+  looked_at = []
+  monkeypatch.setattr(fast_path, "this_machine", lambda strategy=None: looked_at.append(strategy) or machine)
+  return looked_at
 
 
 def test_trainer_resolves_auto_logs_and_records_it(tmp_path, monkeypatch, capsys, avx2_machine):
@@ -162,8 +159,10 @@ def test_trainer_resolves_auto_logs_and_records_it(tmp_path, monkeypatch, capsys
   assert results["step"] == 2
   printed = capsys.readouterr().out
   assert "training path: float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)\n" in printed
+  assert printed.count("training path") == 1 and len(avx2_machine) == 1   # decided once, for both
   trainer = trainers[0]
   assert (trainer.hparams.mixed_precision, trainer.hparams.xla_compile) == ("float32", True)
+  assert str(trainer.training_path) == "float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)"
   traced = trainer.gradients_fn._list_all_concrete_functions()  # pylint: disable=protected-access
   assert traced and all(f.function_def.attr["_XlaMustCompile"].b for f in traced)  # steps ran XLA
   with open(os.path.join(out, model_dir.HPARAMS_FILE), encoding="utf-8") as f:
@@ -180,6 +179,9 @@ def test_trainer_resolves_auto_logs_and_records_it(tmp_path, monkeypatch, capsys
   with pytest.raises(model_dir.ModelDirError, match="add mixed_precision=auto,xla_compile=auto to"):
     train_loop.train_and_evaluate(get_problem("algorithmic_copy"), get_hparams("transformer_tiny", MICRO),
                                   out, str(tmp_path / "data"), train_steps=4, eval_steps=0)
+  # A path handed to the Trainer must be the one its hparams were resolved to.
+  with pytest.raises(ValueError, match="give the hparams fast_path.resolve returned with it"):
+    train_loop.Trainer(hparams, 32, str(tmp_path / "unresolved"), training_path=trainer.training_path)
 
 
 def test_trainer_keeps_explicit_values_and_builds_bfloat16_for_auto(tmp_path, monkeypatch):

@@ -191,7 +191,6 @@ class Translator:
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
-    self._traced = set()
 
   @property
   def tracing_count(self) -> int:
@@ -210,13 +209,12 @@ class Translator:
     batch[len(sources):, 0] = EOS_ID  # filler rows up to the padded batch; results dropped
     for row, source in enumerate(sources):
       batch[row, :len(source)] = source
-    if (rows, width) not in self._traced:
-      # Traced under names that do not depend on what the process traced before, so that a
-      # compiled program kept in the persistent XLA cache is found by the next run whatever
-      # order it meets the shapes in (`xla_cache.stable_names`).
-      with xla_cache.stable_names(f"t2t_lite search {rows}x{width}"):
-        self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32))
-      self._traced.add((rows, width))
+    # A new shape is traced under names that do not depend on what the process traced before, so
+    # that a compiled program kept in the persistent XLA cache is found by the next run whatever
+    # order it meets the shapes in (`xla_cache.stable_names`); a shape traced before is found in
+    # tf.function's cache, which takes no names.
+    with xla_cache.stable_names(f"t2t_lite search {rows}x{width}"):
+      self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32))
     ids, scores = self._search(tf.constant(batch))
     return ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
 

@@ -49,6 +49,8 @@ import threading
 import time
 import zlib
 
+from t2t_lite import cpu
+
 FOLDER = "xla_cache"            # under the model's output dir
 ENV = "TF_XLA_FLAGS"
 DIRECTORY_FLAG = "--tf_xla_persistent_cache_directory"
@@ -71,26 +73,19 @@ def _tensorflow_version() -> str:
   return "unknown"
 
 
-def _cpu_description() -> str:
-  """The CPU's model and instruction-set flags (Linux's /proc/cpuinfo, first processor)."""
-  wanted = ("vendor_id", "model name", "flags", "cpu family", "model", "features", "cpu implementer",
-            "cpu architecture", "cpu variant", "cpu part")
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-      fields = {}
-      for line in f:
-        if not line.strip():
-          if fields:
-            break
-          continue
-        name, _, value = line.partition(":")
-        name = name.strip().lower()
-        if name in wanted:
-          fields[name] = " ".join(sorted(value.split())) if name in ("flags", "features") else value.strip()
-    if fields:
-      return repr(sorted(fields.items()))
-  except OSError:
-    pass
+# The fields of /proc/cpuinfo's first processor that name the instruction sets XLA compiles for.
+_CPU_FIELDS = ("vendor_id", "model name", "flags", "cpu family", "model", "features", "cpu implementer",
+               "cpu architecture", "cpu variant", "cpu part")
+
+
+def _cpu_description(cpuinfo: str | None = None) -> str:
+  """The CPU's model and instruction-set flags (Linux's /proc/cpuinfo, first processor: `cpu`),
+  as the key's hash has read them since the cache began (a changed string would orphan every
+  existing cache folder). `cpuinfo`: the text (default: this machine's)."""
+  fields = cpu.first_processor(cpu.read() if cpuinfo is None else cpuinfo, _CPU_FIELDS)
+  if fields:
+    return repr(sorted((name, " ".join(sorted(value.split())) if name in ("flags", "features") else value)
+                       for name, value in fields.items()))
   return f"{platform.processor()} {platform.platform()}"
 
 
@@ -268,6 +263,8 @@ def configure(root: str, environ=None, warn=None) -> str | None:
 # never find its program. Inside `stable_names(key)`, this thread's uid() numbers come from a
 # block of numbers far above TensorFlow's counter, chosen by `key` (the first free block from
 # its hash), so a trace gets the same names in every process that traces it under that key.
+# The block is taken at the first number drawn: a function found in tf.function's cache (a shape
+# traced before) draws none, so looking it up under `stable_names` on every call takes no block.
 _BLOCK = 1 << 20               # numbers per block (a search trace takes a few hundred)
 _FIRST = 1 << 40               # far above what TensorFlow's own counter reaches
 _state = threading.local()
@@ -276,37 +273,48 @@ _used_blocks: set[int] = set()
 _installed = {"count": 0, "original": None}
 
 
+class _Numbers:
+  """The uid() numbers of one `stable_names` entry: its block is taken at the first one drawn and
+  kept for the process (the names given stay in use); `draw` gives None once it is used up."""
+
+  def __init__(self, key: str):
+    self.key, self.numbers, self.end = key, None, 0
+
+  def draw(self) -> int | None:
+    if self.numbers is None:
+      with _lock:
+        block = zlib.crc32(self.key.encode("utf-8")) % _BLOCK
+        while block in _used_blocks:
+          block = (block + 1) % _BLOCK
+        _used_blocks.add(block)
+      start = _FIRST + block * _BLOCK
+      self.numbers, self.end = itertools.count(start), start + _BLOCK
+    number = next(self.numbers)
+    return number if number < self.end else None  # used up: unique numbers from TensorFlow's counter
+
+
 def _stable_uid():
   numbers = getattr(_state, "numbers", None)
-  if numbers is not None:
-    number = next(numbers)
-    if number < _state.end:
-      return number
-    _state.numbers = None      # block used up: unique numbers from TensorFlow's counter
-  return _installed["original"]()
+  number = numbers.draw() if numbers is not None else None
+  return _installed["original"]() if number is None else number
 
 
 @contextlib.contextmanager
 def stable_names(key: str):
   """Traces inside (this thread's) get the same function names in every process for the same
-  `key` (unique within the process: a key used again gets the next free block)."""
+  `key` (unique within the process: a key that traces again gets the next free block)."""
   from tensorflow.python.framework import ops  # pylint: disable=import-outside-toplevel
   with _lock:
-    block = zlib.crc32(key.encode("utf-8")) % _BLOCK
-    while block in _used_blocks:
-      block = (block + 1) % _BLOCK
-    _used_blocks.add(block)
     if _installed["count"] == 0:
       _installed["original"] = ops.uid
       ops.uid = _stable_uid
     _installed["count"] += 1
-  outer = getattr(_state, "numbers", None), getattr(_state, "end", None)
-  start = _FIRST + block * _BLOCK
-  _state.numbers, _state.end = itertools.count(start), start + _BLOCK
+  outer = getattr(_state, "numbers", None)
+  _state.numbers = _Numbers(key)
   try:
     yield
   finally:
-    _state.numbers, _state.end = outer
+    _state.numbers = outer
     with _lock:
       _installed["count"] -= 1
       if _installed["count"] == 0:

@@ -141,17 +141,28 @@ class GradientAccumulator:
 
 
 class Trainer:
-  """Model, optimizer, checkpoints and the distributed train/eval steps for one run."""
+  """Model, optimizer, checkpoints and the distributed train/eval steps for one run.
+
+  hparams' "auto" precision and XLA become this machine's fast path (`fast_path.resolve`; the
+  result in `self.hparams`, the path in `self.training_path`), unless the caller resolved them
+  already and gives the path as `training_path` (train_and_evaluate, for hparams.json).
+  """
 
   def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
                strategy: tf.distribute.Strategy | None = None, keep_checkpoint_max: int = 20,
                model: str = model_dir.DEFAULT_MODEL,
                keep_checkpoint_every_n_hours: float | None = None,
-               warm_start: model_dir.WarmStart | None = None):
+               warm_start: model_dir.WarmStart | None = None,
+               training_path: fast_path.TrainingPath | None = None):
     self.strategy = strategy or tf.distribute.get_strategy()
-    # hparams' "auto" precision and XLA become this machine's fast path (t2t_lite.fast_path).
-    hparams, self.training_path = fast_path.resolve(hparams, self.strategy)
-    self.hparams = hparams
+    if training_path is None:
+      hparams, training_path = fast_path.resolve(hparams, self.strategy)
+    elif (hparams.mixed_precision, hparams.xla_compile) != (training_path.mixed_precision,
+                                                           training_path.xla_compile):
+      raise ValueError(f"training_path {training_path.summary!r} is not the one of hparams "
+                       f"mixed_precision={hparams.mixed_precision},xla_compile={hparams.xla_compile}"
+                       ": give the hparams fast_path.resolve returned with it")
+    self.hparams, self.training_path = hparams, training_path
     distribute.check_supported(self.strategy, hparams)
     self.output_dir = output_dir
     self.chief = distribute.is_chief(self.strategy)
@@ -435,16 +446,16 @@ def train_and_evaluate(
   vocab = problem.get_vocab(data_dir)
   chief = distribute.is_chief(strategy)
   # hparams.json keeps the hparams as given ("auto" stays "auto": a rerun elsewhere decides
-  # again) and, beside them, the path this run took; the Trainer decides it the same way.
-  _, path = fast_path.resolve(hparams, strategy)
+  # again) and, beside them, the path this run takes; the Trainer takes the resolved ones.
+  resolved, path = fast_path.resolve(hparams, strategy)
   if chief:
     os.makedirs(output_dir, exist_ok=True)
     model_dir.write_model_dir(output_dir, hparams, problem.name, flags, vocab.vocab_size, overwrite,
                               model, training_path=path.record())
     model_dir.write_vocab(output_dir, vocab)
     print(f"training path: {path}", flush=True)
-  trainer = Trainer(hparams, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
-                    keep_checkpoint_every_n_hours, warm_start)
+  trainer = Trainer(resolved, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
+                    keep_checkpoint_every_n_hours, warm_start, training_path=path)
   hparams = trainer.hparams
   keeper = best_keeper(output_dir, early_stopping, chief) if eval_steps else None
   start = trainer.step

@@ -1,0 +1,64 @@
+"""This machine's CPU as Linux describes it (/proc/cpuinfo): the first processor's fields, its
+instruction-set flags and a one-line description. Read here and nowhere else.
+
+Imports nothing but the standard library: the XLA cache (`t2t_lite.decoding.xla_cache`) keys its
+folder by these fields before TensorFlow is imported, and the training path (`t2t_lite.fast_path`)
+and the benchmarks read the same ones.
+
+    >>> first_processor(read())["model name"], "avx2" in flags(read())   # on this project's machine
+    ('AMD EPYC', True)
+    >>> describe()
+    'CPU: AMD EPYC; ISA: avx avx2 f16c fma sse4_1 sse4_2 sse4a'
+"""
+
+from collections.abc import Iterable
+
+CPUINFO = "/proc/cpuinfo"
+ISA_PREFIXES = ("avx", "fma", "sse4", "amx", "f16c")  # the vector extensions `describe` lists
+
+
+def read(path: str | None = None) -> str:
+  """The text of /proc/cpuinfo (or `path`); "" when it cannot be read (not Linux)."""
+  try:
+    with open(path or CPUINFO, encoding="utf-8", errors="replace") as f:
+      return f.read()
+  except OSError:
+    return ""
+
+
+def first_processor(text: str, names: Iterable[str] | None = None) -> dict[str, str]:
+  """{field name, lowercased: value, stripped} of the first processor's block (up to the first
+  blank line) of a /proc/cpuinfo text; {} when it has none.
+
+  With `names` (lowercased), only those fields, from the first block that has any of them
+  (PowerPC, for one, lists its `model` in a block after the processors'). A field repeated in a
+  block keeps its last value."""
+  wanted = None if names is None else frozenset(names)
+  fields = {}
+  for line in text.split("\n"):
+    if not line.strip():
+      if fields:
+        break
+      continue
+    name, _, value = line.partition(":")
+    name = name.strip().lower()
+    if wanted is None or name in wanted:
+      fields[name] = value.strip()
+  return fields
+
+
+def flags(text: str) -> frozenset[str] | None:
+  """The first processor's feature flags (x86 `flags`, Arm and s390 `Features`); None when the
+  text names none (unreadable, or another architecture)."""
+  fields = first_processor(text, ("flags", "features"))
+  value = fields.get("flags", fields.get("features"))
+  return None if value is None else frozenset(value.split())
+
+
+def describe(text: str | None = None) -> str:
+  """The model and its vector extensions (ISA_PREFIXES), for a benchmark's header. `text`:
+  default, this machine's."""
+  text = read() if text is None else text
+  model = first_processor(text, ("model name",)).get("model name") or "unknown CPU"
+  isa = sorted(flag for flag in flags(text) or () if flag.startswith(ISA_PREFIXES))
+  return f"CPU: {model}; ISA: {' '.join(isa) or 'unknown'}"
