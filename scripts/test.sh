@@ -15,6 +15,10 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
 . .venv/bin/activate
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
+# One TensorFlow intra-op thread in each pytest worker (tests/conftest.py; not in the processes
+# tests start): two workers on 2 cores otherwise each start a pool per core. TEST_TF_THREADS=0
+# keeps TensorFlow's default, as a serial run (TEST_WORKERS=0) does.
+[ "${TEST_WORKERS:-2}" = 0 ] || export TEST_TF_THREADS="${TEST_TF_THREADS:-1}"
 failed=()
 parallel=(-n "${TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
 [ "${TEST_WORKERS:-2}" = 0 ] && parallel=()

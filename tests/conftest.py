@@ -61,30 +61,37 @@ def pytest_configure(config):
     tf.config.threading.set_intra_op_parallelism_threads(threads)
 
 
-# The files that take longest, longest first: the seconds of their tests among the 25 slowest of
-# the last suite run (2026-11-25, two pytest-xdist workers on 2 cores; setup included), summed per
-# file (a file's tests all run on one worker; its shorter tests are not counted). They run first
-# and the rest after them in their usual order, so that the run ends on short files:
-# scripts/test.sh gives each worker the next file when it is nearly done (`--dist loadfile
-# --no-loadscope-reorder`), and a long file handed out last would keep one worker busy while the
-# other has nothing left. Reorder when the times change a lot (`--durations=25` prints them).
+# The files that take longest, longest first: the seconds of their tests among the 30 slowest of
+# the last suite run (2026-11-25 09:57, two pytest-xdist workers on 2 cores, a machine about 1.5x
+# slower than the run before; setup included), summed per file (a file's tests all run on one
+# worker; its shorter tests are not counted). A setup that builds tiny_model_dir (export's, serve's)
+# includes the wait for it. They run first and the rest after them in their usual order, so that
+# the run ends on short files: scripts/test.sh gives each worker the next file when it is nearly
+# done (`--dist loadfile --no-loadscope-reorder`), and a long file handed out last would keep one
+# worker busy while the other has nothing left. Reorder when the times change a lot
+# (`--durations=30` prints them). The last five are the JAX pass's longest (its own run's times).
 LONGEST_FIRST = (
-    "test_end_to_end.py",          # 222 s: wmt14 multiworker 78, wmt14 setup 72, multi30k 71
-    "test_data_parallel.py",       # 141 s: 2-device setup 67, 4-device setup 39, workers setup 35
-    "test_export.py",              # 117 s: without t2t_lite 50, export setup 37, failed export 31
-    "test_parsing.py",             # 95 s: the exporter and translator's decode defaults
-    "test_benchmarks.py",          # 86 s: bench_decode 36, its cache phases 30, bench_train 21
-    "test_trainer.py",             # 82 s: kill inside a save 58, SIGKILL and rerun 24
-    "test_training_outcomes.py",   # 76 s: the copy task
-    "test_t2t_commands.py",        # 60 s: the decoder's T2T n-best
-    "test_decoder.py",             # 55 s
-    "test_serve.py",               # 46 s
-    "test_import_marian.py",       # 40 s
-    "test_keras_fit.py",           # 37 s
-    "test_quiet_startup.py",       # 32 s
-    "test_t2t_trainer.py",         # 28 s
-    "test_best_checkpoint.py",     # 21 s
-    "test_ctranslate2_export.py", "test_bleu.py", "test_serve_browser.py",  # none among the 25
+    "test_end_to_end.py",          # 353 s: wmt14 multiworker 137, multi30k 130, wmt14 setup 87
+    "test_data_parallel.py",       # 318 s: 2-device setup 156, workers setup 98, 4-device setup 64
+    "test_export.py",              # 215 s: export setup 94, without t2t_lite 79, failed export 42
+    "test_parsing.py",             # 159 s: the exporter and translator's decode defaults
+    "test_t2t_commands.py",        # 158 s: the decoder's T2T n-best 132, registry help 26
+    "test_trainer.py",             # 151 s: SIGKILL and rerun 90, kill inside a save 61
+    "test_benchmarks.py",          # 144 s: bench_decode 58, its cache phases 51, bench_train 34
+    "test_serve.py",               # 127 s: setup 78, warm-up 25, SIGTERM 24
+    "test_t2t_trainer.py",         # 117 s: walkthrough 60, checkpoints every n seconds 57
+    "test_training_outcomes.py",   # 114 s: the copy task
+    "test_keras_fit.py",           # 103 s: setup
+    "test_decoder.py",             # 101 s: line count and order 60, bucketed batches 41
+    "test_xla_cache.py",           # 71 s: the decoder processes
+    "test_import_marian.py",       # 61 s
+    "test_quiet_startup.py",       # 54 s
+    "test_best_checkpoint.py",     # 28 s
+    "test_ctranslate2_export.py", "test_bleu.py", "test_serve_browser.py",  # none among the 30
+    # The JAX pass (its 30 slowest, summed per file): constraints 59 s, transformer 39, layers 36,
+    # beam search 28, cache phases 26.
+    "test_constraints.py", "test_transformer.py", "test_layers.py", "test_beam_search.py",
+    "test_cache_phases.py",
 )
 
 

@@ -276,13 +276,14 @@ def main():
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
                "trainer_masks": trainer_masks(strategy, OUT)}
     hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
-    # Evaluations at every update (1 and 3 between checkpoints) with a patience every worker must
-    # follow: counted from update 1 (no later one improves by the delta), it runs out at update 4,
-    # the last, so a worker that did not follow it would end there too rather than wait forever.
+    # Evaluations at update 3 (between the checkpoints of 2 and 4) and at the last, 4, with a
+    # patience every worker must follow: counted from update 3 (4 does not improve by the delta),
+    # it runs out at update 4, the last, so a worker that did not follow it would end there too
+    # rather than wait forever. (Two evaluations, not one per update: each costs time.)
     trained = train_loop.train_and_evaluate(
         get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=1,
-        eval_every=1, save_checkpoints_steps=2, log_every=1, strategy=strategy,
-        early_stopping=best.EarlyStopping(patience=3, delta=1e9))
+        eval_every=3, save_checkpoints_steps=2, log_every=1, strategy=strategy,
+        early_stopping=best.EarlyStopping(patience=1, delta=1e9))
     results.update(step=trained["step"], stopped_early=trained.get("stopped_early"),
                    best_step=trained.get("best_step"), best_loss=trained.get("best_loss"))
     np.savez(f"{OUT}/weights-{INDEX}.npz", *TRAINERS[-1].model.get_weights())  # as held in memory

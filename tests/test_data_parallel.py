@@ -204,14 +204,14 @@ def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(worke
 def test_workers_stop_early_together_and_only_the_chief_keeps_best(workers):
   """A patience every worker follows (on the dev loss, which each computes): both stop at the
   same update with the same best; best/ is the chief's alone (the other worker writes none).
-  The chief keeps update 1's evaluation, between checkpoints, by saving it alone."""
+  The chief keeps update 3's evaluation, between checkpoints, by saving it alone."""
   results, out = workers
   assert [r["stopped_early"] for r in results] == [4, 4]
   assert results[0]["best_step"] == results[1]["best_step"]
   assert results[0]["best_loss"] == pytest.approx(results[1]["best_loss"], rel=1e-6)
   record = best.read_best(str(out / "run"))
   assert (record["step"], record["value"]) == (results[0]["best_step"], results[0]["best_loss"])
-  assert record["patience_from"]["step"] == 1
+  assert record["patience_from"]["step"] == 3
   kept = sorted(str(path.relative_to(out / "run")) for path in (out / "run").rglob("*best*"))
   version = f".best-{record['step']}"
   assert kept == [version, f"{version}/best.json", "best"], kept   # nothing in .worker_1

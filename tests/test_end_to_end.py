@@ -38,8 +38,11 @@ def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_pa
     lines = (multi30k_slice / f"test_2016_flickr.{lang}").read_text(encoding="utf-8").split("\n")[:24]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
   hyp = tmp_path / "test.hyp.de"
+  # A source limit of 64 subwords (the default is 256), the same for the decoder and the export:
+  # the exported graph traces a search per width bucket, 3 rather than 5.
+  decode = "--decode_hparams=beam_size=4,alpha=0.6,extra_length=20,max_input_size=64"
   assert decoder.main([f"--output_dir={out}/averaged", f"--decode_from_file={source}",
-                       f"--decode_to_file={hyp}", "--decode_hparams=beam_size=4,alpha=0.6,extra_length=20",
+                       f"--decode_to_file={hyp}", decode,
                        f"--decode_reference={reference}"]) == 0
   assert "sacreBLEU" in capsys.readouterr().err
   lines = hyp.read_text(encoding="utf-8").split("\n")[:-1]
@@ -48,8 +51,8 @@ def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_pa
   scored = capsys.readouterr().out
   assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in scored
 
-  assert exporter.main([f"--output_dir={out}/averaged", f"--export_dir={tmp_path}/export",
-                        "--decode_hparams=beam_size=4,alpha=0.6,extra_length=20", "--version=1"]) == 0
+  assert exporter.main([f"--output_dir={out}/averaged", f"--export_dir={tmp_path}/export", decode,
+                        "--version=1"]) == 0
   serve = tf.saved_model.load(str(tmp_path / "export" / "1")).signatures["serving_default"]
   first = source.read_text(encoding="utf-8").split("\n")[:3]
   served = [t.decode("utf-8") for t in serve(text=tf.constant(first))["translations"].numpy()]

@@ -26,7 +26,9 @@ from t2t_lite.token_ids import EOS_ID
 SOURCES = ["A man is riding a bike .", "", "Two dogs play in the snow .", "A woman sings ."]
 T2T_NAMES = ["--problem=translate_ende_multi30k", "--model=transformer",
              "--hparams_set=transformer_tiny", f"--hparams={TINY_TEST_HPARAMS}"]
-NBEST = "beam_size=3,alpha=0.6,extra_length=12"
+# max_input_size=16, above SOURCES' subwords: the exported graph has one width bucket, so one
+# search to trace (a search per bucket up to the default limit 256 costs several).
+NBEST = "beam_size=3,alpha=0.6,extra_length=12,max_input_size=16"
 FAST = "xla=false"  # a plain graph: traced, not compiled (tests/test_decoder.py checks xla = graph)
 
 
