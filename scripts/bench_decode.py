@@ -5,7 +5,7 @@
     python scripts/bench_decode.py --top_k                  # only the beam search's candidate top-k
     python scripts/bench_decode.py --gemv                   # only base's batch-1 matrix-vector products
     python scripts/bench_decode.py --smoke                  # seconds: tiny, batch 1, length 4 (a test)
-    python scripts/bench_decode.py --model_dir=DIR --lines=FILE [--cache_phases_only]
+    python scripts/bench_decode.py --model_dir=DIR --lines=FILE [--cache_phases_only | --no_in_process]
                                                             # a trained model on real lines
     python scripts/bench_decode.py --make_base_model_dir=DIR --raw_data_dir=../shared/data/multi30k
                                                             # a base-shaped DIR for --model_dir
@@ -667,7 +667,8 @@ def bench_model_dir(args):
   batches of --batch, best of --rounds), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the
-  decoder's (with --cache_phases_only, the phases alone, compared with the one-phase search's),
+  decoder's (with --cache_phases_only, the phases alone, compared with the one-phase search's;
+  with --no_in_process, the in-process rows skipped),
   and sacreBLEU against --references when given."""
   from t2t_lite.export import ctranslate2 as ct2_export  # pylint: disable=import-outside-toplevel
   from t2t_lite.export import saved_model  # pylint: disable=import-outside-toplevel
@@ -678,7 +679,7 @@ def bench_model_dir(args):
     f.writelines(line + "\n" for line in lines)
   print(cpu.describe())
   print(f"{args.model_dir}: {len(lines)} lines of {args.lines}; the problem's decode defaults")
-  phase_rows, one_phase_outputs = cache_phase_runs(args, lines)
+  phase_rows, one_phase_outputs = ({}, None) if args.no_in_process else cache_phase_runs(args, lines)
   if args.cache_phases_only:
     print_model_dir_rows(args, lines, phase_rows, one_phase_outputs, "the one-phase search's")
     return
@@ -848,6 +849,9 @@ def parse_args(argv=None):
   parser.add_argument("--cache_phases_only", action="store_true",
                       help="with --model_dir: only the in-process search with and without cache "
                            "phases (no decoder command, SavedModel or CTranslate2)")
+  parser.add_argument("--no_in_process", action="store_true",
+                      help="with --model_dir: skip the in-process search with and without cache "
+                           "phases (about half the table's time on base)")
   parser.add_argument("--no_saved_model", action="store_true",
                       help="skip the SavedModel in a default process (a subprocess, clean environment)")
   parser.add_argument("--workdir", default=os.path.join(tempfile.gettempdir(), "t2t_lite_bench"))
@@ -860,6 +864,8 @@ def parse_args(argv=None):
   args = parser.parse_args(argv)
   if args.smoke:
     args = parser.parse_args(SMOKE + (argv if argv is not None else sys.argv[1:]))
+  if args.no_in_process and args.cache_phases_only:
+    parser.error("--no_in_process skips what --cache_phases_only runs: give one of them")
   return args
 
 
