@@ -107,14 +107,8 @@ export SAVE_STEPS=$TUNE_SAVE_STEPS KEEP_CHECKPOINTS=$keep
 [ "${SMOKE:-0}" = 1 ] && rm -rf "$ROOT"
 budget=$(multi30k_budget)
 
-cpu_description() {
-  local name isa=AVX2
-  # awk stops at the first match itself: `sed | head -n 1` could end with SIGPIPE (status 141),
-  # which pipefail and inherit_errexit turned into a failed run
-  name=$(awk -F': *' '/^model name/ {print $2; exit}' /proc/cpuinfo)
-  grep -qw avx512f /proc/cpuinfo && isa=AVX-512
-  grep -qw avx2 /proc/cpuinfo || [ $isa = AVX-512 ] || isa="no AVX2"
-  echo "${name:-unknown CPU}, $(nproc) cores, $isa"
+cpu_description() {  # e.g. "AMD EPYC, 2 cores, AVX2" (t2t_lite/cpu.py reads /proc/cpuinfo)
+  python -m t2t_lite.cpu
 }
 
 commit_description() {  # the commit, +changes when the code differs from it

@@ -9,8 +9,14 @@ and the benchmarks read the same ones.
     ('AMD EPYC', True)
     >>> describe()
     'CPU: AMD EPYC; ISA: avx avx2 f16c fma sse4_1 sse4_2 sse4a'
+    >>> summary()
+    'AMD EPYC, 2 cores, AVX2'
+
+`python -m t2t_lite.cpu` prints `summary()`: the recipes' shell scripts record it with their
+figures (scripts/multi30k_tune.sh, scripts/finetune_recipe.sh).
 """
 
+import os
 from collections.abc import Iterable
 
 CPUINFO = "/proc/cpuinfo"
@@ -62,3 +68,27 @@ def describe(text: str | None = None) -> str:
   model = first_processor(text, ("model name",)).get("model name") or "unknown CPU"
   isa = sorted(flag for flag in flags(text) or () if flag.startswith(ISA_PREFIXES))
   return f"CPU: {model}; ISA: {' '.join(isa) or 'unknown'}"
+
+
+def available_cores() -> int:
+  """The cores this process may run on (its CPU affinity, as `nproc` counts them)."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # not Linux
+    return os.cpu_count() or 1
+
+
+def summary(text: str | None = None, cores: int | None = None) -> str:
+  """The model, the cores and the widest x86 vector extension (AVX-512, AVX2, or "no AVX2"), for
+  a recipe's table, e.g. "AMD EPYC, 2 cores, AVX2". `text`: default, this machine's; `cores`:
+  default, `available_cores()`."""
+  text = read() if text is None else text
+  model = first_processor(text, ("model name",)).get("model name") or "unknown CPU"
+  found = flags(text)
+  isa = ("ISA unknown" if found is None else "AVX-512" if "avx512f" in found
+         else "AVX2" if "avx2" in found else "no AVX2")
+  return f"{model}, {available_cores() if cores is None else cores} cores, {isa}"
+
+
+if __name__ == "__main__":
+  print(summary())

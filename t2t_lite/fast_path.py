@@ -3,7 +3,7 @@
 
     >>> hparams, path = resolve(get_hparams("multi30k"))
     >>> str(path)   # on an AVX2 CPU without AVX512_BF16/AMX
-    'float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)'
+    'float32, XLA forward/backward (AVX2 CPU without AVX512_BF16/AMX)'
 
 What was measured (docs/performance.md, docs/training.md) and so what `auto` picks:
 - An x86 CPU with AVX512_BF16 or AMX (and oneDNN on, t2t_lite's default): `mixed_bfloat16` in a
@@ -11,9 +11,12 @@ What was measured (docs/performance.md, docs/training.md) and so what `auto` pic
   step was the fastest of every configuration, and `transformer_multi30k` followed float32's dev
   loss within 0.2% over 300 steps. XLA's CPU dots do not use bfloat16's speed, so with
   `xla_compile=true` set, `auto` precision is float32.
-- Any other CPU with AVX2: float32 with whole-step XLA (`xla_compile`: each replica's forward
-  and backward pass compiled), the faster float32 path for tiny on the AVX2 EPYC and on the
-  AVX-512 CPU. bfloat16 is only emulated there (slower than float32).
+- Any other CPU with AVX2: float32 with `xla_compile`, the faster float32 path for tiny on the
+  AVX2 EPYC and on the AVX-512 CPU. What XLA compiles then is each replica's forward pass, loss
+  and backward pass, one program per micro-batch shape (`Trainer.gradients`); the all-reduce,
+  accumulation, clipping, the NaN check and the moving average stay in the step's graph, and
+  Adam's update is its own small XLA kernel per variable, with or without `xla_compile`
+  (`t2t_lite.training.adam`). bfloat16 is only emulated there (slower than float32).
 - No AVX2, or flags that cannot be read (not Linux): T2T's float32 graph; nothing measured.
 - A visible GPU: T2T's float32 without XLA (nothing measured on GPUs here); under TPUStrategy:
   float32 with XLA, which TPUs need (with static_batch_shapes=true, `distribute` says so).
@@ -78,8 +81,8 @@ class TrainingPath:
 
   @property
   def summary(self) -> str:
-    """E.g. "float32, whole-step XLA" or "mixed_bfloat16, graph"."""
-    return f"{self.mixed_precision}, {'whole-step XLA' if self.xla_compile else 'graph'}"
+    """E.g. "float32, XLA forward/backward" (`xla_compile`) or "mixed_bfloat16, graph"."""
+    return f"{self.mixed_precision}, {'XLA forward/backward' if self.xla_compile else 'graph'}"
 
   def __str__(self):
     return f"{self.summary} ({self.reason})"

@@ -72,6 +72,18 @@ class PoisonedGradient(Transformer):
 
 
 TRAINERS = []
+SCORES = {3: 10.0, 4: 9.0}  # the chief's made-up dev BLEU at the updates it evaluates
+
+
+class FakeClock:
+  """The trainer's `time` module with a clock that reads `seconds` per update done (of the
+  newest trainer): each worker's own rate."""
+
+  def __init__(self, seconds):
+    self.seconds = seconds
+
+  def time(self):
+    return TRAINERS[-1].step * self.seconds if TRAINERS else 0.0
 
 
 class RecordingTrainer(train_loop.Trainer):
@@ -276,16 +288,24 @@ def main():
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
                "trainer_masks": trainer_masks(strategy, OUT)}
     hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
-    # Evaluations at update 3 (between the checkpoints of 2 and 4) and at the last, 4, with a
-    # patience every worker must follow: counted from update 3 (4 does not improve by the delta),
-    # it runs out at update 4, the last, so a worker that did not follow it would end there too
-    # rather than wait forever. (Two evaluations, not one per update: each costs time.)
-    trained = train_loop.train_and_evaluate(
-        get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=1,
-        eval_every=3, save_checkpoints_steps=2, log_every=1, strategy=strategy,
-        early_stopping=best.EarlyStopping(patience=1, delta=1e9))
+    # Every decision is the chief's. Its clock reads 10 s per update, worker 1's 100 s: a checkpoint
+    # every 15 s is one at update 2 (and the last, 4) on the chief's clock, but one at every update
+    # on worker 1's; a budget of 35 s ends the chief's run at update 4, worker 1's at 1. And a
+    # patience on dev BLEU, which only the chief decodes (here a made-up score, evaluated at
+    # update 3, between checkpoints, and at the last, 4): counted from update 3, it runs out at 4.
+    # (Two evaluations, not one per update: each costs time.)
+    clock = train_loop.time
+    train_loop.time = FakeClock(10.0 if INDEX == 0 else 100.0)
+    try:
+      trained = train_loop.train_and_evaluate(
+          get_problem("algorithmic_copy"), hp, f"{OUT}/run", None, train_steps=4, eval_steps=1,
+          eval_every=3, save_checkpoints_secs=15, max_train_seconds=35, log_every=1,
+          strategy=strategy, evaluate_fn=lambda model: {"bleu": SCORES[TRAINERS[-1].step]},
+          early_stopping=best.EarlyStopping(patience=1, delta=0.5))
+    finally:
+      train_loop.time = clock
     results.update(step=trained["step"], stopped_early=trained.get("stopped_early"),
-                   best_step=trained.get("best_step"), best_loss=trained.get("best_loss"))
+                   best_step=trained.get("best_step"), best_bleu=trained.get("best_bleu"))
     np.savez(f"{OUT}/weights-{INDEX}.npz", *TRAINERS[-1].model.get_weights())  # as held in memory
     results["poisoned"] = check_poisoned_gradient(strategy, f"{OUT}/poisoned", float("nan"), 1, 4)
     with open(f"{OUT}/{MODE}-{INDEX}.json", "w", encoding="utf-8") as f:

@@ -353,6 +353,22 @@ def test_sampling_is_reproducible_and_top_1_is_greedy():
   np.testing.assert_array_equal(numpy(top1), numpy(greedy))
 
 
+def test_a_seed_given_as_an_argument_samples_as_that_int():
+  """A seed that is an argument of the compiled search (a scalar int32 tensor: one program for
+  every seed, as the Translator runs it) draws the samples of that int seed, seed by seed."""
+  model = TinyRecurrentModel(seed=9)
+  cache = model.initial_cache(8, seed=9)
+  sample = compiled(lambda cache, seed: sampling_search(model.symbols_to_logits, cache, 8, 6,
+                                                        temperature=2.0, seed=seed)[0])
+  drawn = {}
+  for seed in (42, 43, 2 ** 31 - 5):
+    by_argument = numpy(sample(cache, ops.convert_to_tensor(seed, "int32")))
+    by_int, _ = sampling_search(model.symbols_to_logits, cache, 8, 6, temperature=2.0, seed=seed)
+    np.testing.assert_array_equal(by_argument, numpy(by_int))
+    drawn[seed] = by_argument.tolist()
+  assert drawn[42] != drawn[43]
+
+
 # ---------------------------------------------------------------- helpers and arguments
 
 

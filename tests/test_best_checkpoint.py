@@ -9,11 +9,9 @@ never after a wall-clock delay.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -196,25 +194,6 @@ def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
   assert best.read_best(str(out))["step"] == 4
 
 
-def test_another_worker_follows_the_chiefs_best_and_writes_nothing(stopped, tmp_path):
-  """A worker other than the chief keeps the best only with a patience, to stop with the chief:
-  it starts from the chief's best/ record (a resumed run counts the patience from the same
-  step) and writes nothing. Without a patience it keeps (and evaluates) nothing."""
-  out = tmp_path / "model"
-  shutil.copytree(stopped[0], out, symlinks=True)
-  settings = best.EarlyStopping(metric="score", minimize=False, patience=4, delta=0.0)
-  assert train_loop.best_keeper(str(out), best.EarlyStopping("score", False), chief=False) is None
-  assert train_loop.best_keeper(str(out), None, chief=False) is None
-  follower = train_loop.best_keeper(str(out), settings, chief=False)
-  assert follower.best["step"] == 4 and follower.should_stop(8) and not follower.should_stop(7)
-  files = sorted(str(p.relative_to(out)) for p in out.rglob("*"))
-  assert follower.update(10, {"score": 9.0}, checkpoint=None)  # the chief's best/ would take it
-  assert follower.best["step"] == 10 and not follower.should_stop(13) and follower.should_stop(14)
-  assert sorted(str(p.relative_to(out)) for p in out.rglob("*")) == files
-  assert best.read_best(str(out))["step"] == 4
-  assert train_loop.best_keeper(str(out), None, chief=True).best["step"] == 4  # the chief's
-
-
 @pytest.mark.parametrize("relative", [False, True])
 def test_best_checkpoint_state_is_tensorflows_and_relative(tmp_path, monkeypatch, relative):
   """best/'s `checkpoint` file (linked or saved) is read by TensorFlow after the swap, and names
@@ -259,19 +238,3 @@ def test_best_takes_any_improvement_the_patience_only_those_over_delta(tmp_path)
   assert not resumed.should_stop(15) and resumed.should_stop(16)
   np.testing.assert_array_equal(tf.train.load_checkpoint(best.read_best(str(tmp_path))["checkpoint"])
                                 .get_tensor("model/v/.ATTRIBUTES/VARIABLE_VALUE"), np.float32([1.6]))
-
-
-def test_several_workers_refuse_a_patience_only_on_a_chief_only_metric():
-  """Dev BLEU is decoded on the chief only: a patience on it (given, or the default where BLEU is
-  decoded) would stop the workers at different steps. Without BLEU the default is the dev loss."""
-  several = mock.Mock(spec=tf.distribute.MultiWorkerMirroredStrategy)   # only its type is looked at
-  decodes_bleu = lambda model: {"bleu": 0.0}  # noqa: E731
-  for settings, evaluate_fn in ((best.EarlyStopping(patience=4), None),          # loss: every worker
-                                (best.EarlyStopping("loss", patience=4), decodes_bleu),
-                                (best.EarlyStopping(), decodes_bleu)):            # no patience
-    train_loop.check_early_stopping(several, settings, evaluate_fn)
-  for settings in (best.EarlyStopping(patience=4), best.EarlyStopping("bleu", patience=4)):
-    with pytest.raises(ValueError, match="--eval_early_stopping_metric to one of loss, nll"):
-      train_loop.check_early_stopping(several, settings, decodes_bleu)
-  train_loop.check_early_stopping(tf.distribute.get_strategy(), best.EarlyStopping(patience=4),
-                                  decodes_bleu)   # one worker: BLEU is everyone's

@@ -63,6 +63,20 @@ def test_first_processors_fields_flags_and_description():
   assert cpu.flags("processor\t: 0\nmodel name\t: x\n") is None
 
 
+def test_the_summary_the_recipes_record():
+  """What scripts/multi30k_tune.sh and finetune_recipe.sh record (they read /proc/cpuinfo through
+  `python -m t2t_lite.cpu`): as the tuning script's own shell reader wrote it."""
+  assert cpu.summary(EPYC, cores=2) == "AMD EPYC, 2 cores, AVX2"
+  assert cpu.summary(COOPER_LAKE, cores=8) == (
+      "Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz, 8 cores, AVX-512")
+  assert cpu.summary(GRAVITON, cores=4) == "unknown CPU, 4 cores, no AVX2"
+  assert cpu.summary("", cores=1) == "unknown CPU, 1 cores, ISA unknown"
+  nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
+  assert cpu.available_cores() == int(nproc.stdout)
+  printed = subprocess.run([sys.executable, "-m", "t2t_lite.cpu"], capture_output=True, text=True, check=True)
+  assert printed.stdout == cpu.summary() + "\n"
+
+
 def test_read_this_machines_file_or_nothing(tmp_path, monkeypatch):
   path = tmp_path / "cpuinfo"
   path.write_text(COOPER_LAKE, encoding="utf-8")

@@ -7,6 +7,7 @@ these tests assert on what it measured.
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -201,21 +202,31 @@ def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(worke
   _assert_trainer_masks_differ([r["trainer_masks"][0] for r in results], 2)
 
 
-def test_workers_stop_early_together_and_only_the_chief_keeps_best(workers):
-  """A patience every worker follows (on the dev loss, which each computes): both stop at the
-  same update with the same best; best/ is the chief's alone (the other worker writes none).
-  The chief keeps update 3's evaluation, between checkpoints, by saving it alone."""
+def _checkpoint_steps(folder):
+  return sorted(int(p.name[5:-6]) for p in folder.glob("ckpt-*.index"))
+
+
+def test_workers_follow_the_chiefs_clock_and_early_stopping_and_only_the_chief_keeps_best(workers):
+  """Every decision is the chief's, shared: worker 1's clock runs 10x as fast as the chief's, yet it
+  saves at the chief's updates (2, and the last) and does not end at its own time budget (update
+  1); only the chief evaluates (a dev BLEU only it computes), and both stop early at update 4 with
+  its patience. best/ is the chief's alone (the other worker writes none), update 3's
+  evaluation, between checkpoints, saved alone."""
   results, out = workers
-  assert [r["stopped_early"] for r in results] == [4, 4]
-  assert results[0]["best_step"] == results[1]["best_step"]
-  assert results[0]["best_loss"] == pytest.approx(results[1]["best_loss"], rel=1e-6)
+  assert [(r["step"], r["stopped_early"]) for r in results] == [(4, 4), (4, 4)]
+  assert _checkpoint_steps(out / "run") == _checkpoint_steps(out / "run" / ".worker_1") == [2, 4]
+  logs = [(out / f"worker-{index}.log").read_text() for index in range(2)]
+  assert "eval at step 3:" in logs[0] and "eval at step 4:" in logs[0] and "eval at" not in logs[1]
+  assert "early stopping at step 4 (the chief's decision)" in logs[1]
+  assert [re.findall(r"time budget of 35s used at step (\d+)", log) for log in logs] == [["4"], ["4"]]
+  assert (results[0]["best_step"], results[0]["best_bleu"]) == (3, 10.0)
+  assert results[1]["best_step"] is None   # the other worker keeps no best
   record = best.read_best(str(out / "run"))
-  assert (record["step"], record["value"]) == (results[0]["best_step"], results[0]["best_loss"])
+  assert (record["metric"], record["step"], record["value"]) == ("bleu", 3, 10.0)
   assert record["patience_from"]["step"] == 3
   kept = sorted(str(path.relative_to(out / "run")) for path in (out / "run").rglob("*best*"))
-  version = f".best-{record['step']}"
-  assert kept == [version, f"{version}/best.json", "best"], kept   # nothing in .worker_1
-  assert model_dir.restore_model(str(out / "run" / "best"))[2].endswith(f"ckpt-{record['step']}")
+  assert kept == [".best-3", ".best-3/best.json", "best"], kept   # nothing in .worker_1
+  assert model_dir.restore_model(str(out / "run" / "best"))[2].endswith("ckpt-3")
 
 
 def test_nonfinite_gradient_on_one_worker_stops_every_worker_before_saving(workers):

@@ -201,3 +201,36 @@ def test_bucketed_batches_translate_as_each_sentence_alone(tiny_model_dir):
   again = translator.translate_ids(sources[1:4])
   for got, want in zip(again, bucketed[1:4]):
     assert [ids for ids, _ in got] == [ids for ids, _ in want]
+
+
+def test_later_sampling_passes_reuse_the_first_passs_programs(tiny_model_dir, tmp_path, monkeypatch):
+  """num_decodes=3 with sampling: pass k samples with seed + k, each pass what a translator with
+  that seed as a constant of its graph (the exported model's) gives, from the first pass's
+  traced searches: passes 2 and 3 trace no shape and take no block of `stable_names` names, so
+  an XLA search compiles once and its persistent-cache entry serves every pass."""
+  from t2t_lite.decoding import xla_cache
+  model_dir, _ = tiny_model_dir
+  lines = ["A dog .", "Two men talk .", "A woman in a red coat walks ."]
+  source, out = tmp_path / "in.en", tmp_path / "out.de"
+  source.write_text("\n".join(lines) + "\n", encoding="utf-8")
+  dh = DecodeHParams(beam_size=1, sampling_temperature=3.0, seed=7, num_decodes=3, batch_size=4,
+                     extra_length=6, xla=False)
+  loaded = []
+
+  def load(*args, **kwargs):
+    loaded.append(load_translator(*args, **kwargs))
+    return loaded[-1]
+
+  monkeypatch.setattr(decode_files, "load_translator", load)
+  blocks = set(xla_cache._used_blocks)  # pylint: disable=protected-access
+  outputs = decode_files.decode_file(str(model_dir), dh, str(source), str(out))
+  (translator, _), = loaded
+  assert translator.tracing_count == 1                              # one shape: 4 x 16
+  assert len(xla_cache._used_blocks - blocks) == 1   # pylint: disable=protected-access
+  assert out.read_text(encoding="utf-8").split("\n")[:-1] == outputs and len(outputs) == 9
+  passes = [outputs[k * 3:(k + 1) * 3] for k in range(3)]
+  for k, decoded in enumerate(passes):
+    constant = Translator(translator.model, translator.vocab, dh.replace(seed=7 + k))
+    constant._seeded = False   # pylint: disable=protected-access  (the seed a graph constant)
+    assert decoded == constant.translate(lines), k
+  assert passes[0] != passes[1] != passes[2]

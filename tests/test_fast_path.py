@@ -61,7 +61,7 @@ def test_auto_picks_the_measured_path_for_each_cpu_kind(name):
   text, precision, xla, reason = CPUS[name]
   path = fast_path.choose(fast_path.Machine.from_cpuinfo(text))
   assert (path.mixed_precision, path.xla_compile, path.reason) == (precision, xla, reason)
-  assert str(path) == f"{precision}, {'whole-step XLA' if xla else 'graph'} ({reason})"
+  assert str(path) == f"{precision}, {'XLA forward/backward' if xla else 'graph'} ({reason})"
 
 
 def test_accelerators_and_onednn_off_override_the_cpu():
@@ -158,19 +158,23 @@ def test_trainer_resolves_auto_logs_and_records_it(tmp_path, monkeypatch, capsys
                                           save_checkpoints_steps=2)
   assert results["step"] == 2
   printed = capsys.readouterr().out
-  assert "training path: float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)\n" in printed
+  assert "training path: float32, XLA forward/backward (AVX2 CPU without AVX512_BF16/AMX)\n" in printed
   assert printed.count("training path") == 1 and len(avx2_machine) == 1   # decided once, for both
   trainer = trainers[0]
   assert (trainer.hparams.mixed_precision, trainer.hparams.xla_compile) == ("float32", True)
-  assert str(trainer.training_path) == "float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)"
+  assert str(trainer.training_path) == "float32, XLA forward/backward (AVX2 CPU without AVX512_BF16/AMX)"
+  # What XLA compiles: the forward and backward pass (every trace of it); the step around it, with
+  # the all-reduce, clipping and the update, is a plain graph.
   traced = trainer.gradients_fn._list_all_concrete_functions()  # pylint: disable=protected-access
   assert traced and all(f.function_def.attr["_XlaMustCompile"].b for f in traced)  # steps ran XLA
+  steps = trainer._step_fns["update"]._list_all_concrete_functions()  # pylint: disable=protected-access
+  assert steps and not any(f.function_def.attr["_XlaMustCompile"].b for f in steps)
   with open(os.path.join(out, model_dir.HPARAMS_FILE), encoding="utf-8") as f:
     record = json.load(f)
   assert record["hparams"]["mixed_precision"] == AUTO and record["hparams"]["xla_compile"] == AUTO
   assert record["training_path"] == {"mixed_precision": "float32", "xla_compile": True,
                                      "reason": "AVX2 CPU without AVX512_BF16/AMX",
-                                     "summary": "float32, whole-step XLA"}
+                                     "summary": "float32, XLA forward/backward"}
   # Rerunning with "auto" resumes: the record compares the hparams as given.
   train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hparams, out, str(tmp_path / "data"),
                                 train_steps=3, eval_steps=0, save_checkpoints_steps=3)

@@ -73,17 +73,14 @@ def test_t2t_defaults_and_flags_reach_training(captured):
   assert captured("--worker_gpu=0")["worker_gpu"] == 0
 
 
-def test_several_workers_stop_early_only_on_a_metric_every_worker_computes(captured, monkeypatch, capsys):
-  """Dev BLEU is decoded on the chief only: a patience on the default metric is refused (status
-  2) where BLEU is decoded, and taken where it is not (the default is then the dev loss)."""
+def test_several_workers_stop_early_on_dev_bleu_too(captured, monkeypatch):
+  """Dev BLEU is decoded on the chief only, and the chief's decision to stop reaches every worker
+  (train_loop, tests/test_data_parallel.py): a patience on it is taken with several workers."""
   monkeypatch.setattr(distribute, "make_strategy", lambda worker_gpu, tpu: mock.Mock(
       spec=tf.distribute.MultiWorkerMirroredStrategy))
-  assert captured("--eval_early_stopping_steps=4", "--no_eval_bleu")["early_stopping"].patience == 4
-  assert captured("--eval_early_stopping_steps=4", "--eval_early_stopping_metric=loss")["evaluate_fn"]
-  with pytest.raises(SystemExit, match="2"):
-    trainer.main(["--problem=translate_ende_multi30k", "--raw_data_dir=x", "--output_dir=x",
-                  "--eval_early_stopping_steps=4"])
-  assert "set --eval_early_stopping_metric to one of loss, nll" in capsys.readouterr().err
+  calls = captured("--eval_early_stopping_steps=4")
+  assert calls["early_stopping"].patience == 4 and calls["early_stopping"].metric is None
+  assert calls["evaluate_fn"] == "bleu"   # the default metric is then dev BLEU
 
 
 def test_worker_flags_are_checked_against_tf_config(monkeypatch):

@@ -1,7 +1,8 @@
 """The persistent XLA cache (t2t_lite/decoding/xla_cache.py): the entries' check against protobuf's
 own encoder, pruning, the flags set before TensorFlow loads, and in real processes: a second
 decoder run loads the programs the first compiled (files written, then loaded: TensorFlow's own log
-line, nothing rewritten) with identical outputs, and a damaged entry is deleted before it is read."""
+line, nothing rewritten) with identical outputs, and a damaged entry is deleted before it is read,
+its shape compiled again and written whole."""
 
 import os
 import pathlib
@@ -180,24 +181,29 @@ def test_the_commands_flag_and_environment_variable(tmp_path, tensorflow_not_loa
 
 # --- real processes -------------------------------------------------------------------------
 
-LINES = ["A man is riding a bike .", "Two dogs play in the snow .", "A woman reads a book in a park .",
-         "Children are playing soccer on a green field near the old church .", "A cat ."]
+# Two shapes, batches of one: (1, 16) and (1, 32) (the tiny model's subwords, test_decoder.py).
+SHORT = "A dog ."
+LONG = "A man in a blue shirt and a woman in a red dress are walking their two dogs in the park ."
 LOADED = "Loading cached entry for"   # TensorFlow's VLOG(1) line when it loads a program
 
 
-def _decode(model_dir, tmp_path, cache, lines, name):
-  """t2t-lite-decoder in its own process (beam 2, batches of up to 4), TensorFlow's log lines
-  shown (the persistor's VLOG(1) included); returns (outputs, stderr)."""
+def _decode(model_dir, tmp_path, cache, lines, name, interactive=False):
+  """t2t-lite-decoder in its own process (beam 2, one line a batch), TensorFlow's log lines shown
+  (the persistor's VLOG(1) included): a file's lines (sorted by length, so shortest first), or
+  with `interactive` stdin's, one at a time in their order. Returns (outputs, stderr)."""
   source, out = tmp_path / f"{name}.en", tmp_path / f"{name}.de"
   source.write_text("\n".join(lines) + "\n", encoding="utf-8")
   env = {k: v for k, v in os.environ.items() if k not in ("TF_XLA_FLAGS", common.XLA_CACHE_ENV)}
   env.update(T2T_LITE_VERBOSE="1", TF_CPP_MIN_LOG_LEVEL="0", TF_CPP_VMODULE="device_executable_persistor=1")
-  run = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={model_dir}",
-                        f"--decode_from_file={source}", f"--decode_to_file={out}",
-                        "--decode_hparams=beam_size=2,batch_size=4", f"--xla_cache_dir={cache}"],
-                       capture_output=True, text=True, env=env, timeout=900)
+  mode = (["--decode_interactive"] if interactive
+          else [f"--decode_from_file={source}", f"--decode_to_file={out}"])
+  with open(source, encoding="utf-8") as stdin:
+    run = subprocess.run([str(BIN / "t2t-lite-decoder"), f"--output_dir={model_dir}", *mode,
+                          "--decode_hparams=beam_size=2,batch_size=1", f"--xla_cache_dir={cache}"],
+                         stdin=stdin, capture_output=True, text=True, env=env, timeout=900)
   assert run.returncode == 0, run.stderr[-3000:]
-  return out.read_text(encoding="utf-8").split("\n")[:-1], run.stderr
+  outputs = run.stdout if interactive else out.read_text(encoding="utf-8")
+  return outputs.split("\n")[:-1], run.stderr
 
 
 def _entries(cache):
@@ -210,22 +216,24 @@ def test_a_later_decoder_process_loads_a_program_in_another_order_and_prunes_a_d
     tiny_model_dir, tmp_path):
   model_dir, _ = tiny_model_dir
   cache = tmp_path / "cache"
-  # 1. Compiles two shapes (4 short lines, then the longest alone), writing one entry each, whole,
+  # 1. Compiles two shapes (the short line's, then the long one's), writing one entry each, whole,
   # in one folder of this TensorFlow, CPU and XLA flags.
-  first, log = _decode(model_dir, tmp_path, cache, LINES, "first")
-  assert len(first) == len(LINES) and LOADED not in log
+  (short, long), log = _decode(model_dir, tmp_path, cache, [SHORT, LONG], "first")
+  assert LOADED not in log
   written = _entries(cache)
   (folder,) = cache.iterdir()
   assert folder.name == xla_cache.environment_key({}) and len(written) == 2
   assert all(xla_cache.entry_problem(str(path)) is None for path in written)
-  # 2. The first entry cut short (a full disk, a copy cut short), then the longest line alone:
-  # the damaged entry is deleted at start (before TensorFlow could read it), and the second
-  # shape, now traced first (other uid numbers without `stable_names`), is loaded, not compiled,
-  # nor rewritten; the same translation. (Without the entry, a shape is compiled and written
-  # whole: step 1.)
+  # 2. The short shape's entry cut short (a full disk, a copy cut short), then the long line and
+  # the short one, in that order: the damaged entry is deleted at start (before TensorFlow could
+  # read it); the long shape, now traced first (other uid numbers without `stable_names`), is
+  # loaded, not compiled, nor rewritten; the short one is compiled again and written whole under
+  # the same name. The same translations.
   damaged, kept = written
   damaged.write_bytes(damaged.read_bytes()[:damaged.stat().st_size // 2])
-  alone, log = _decode(model_dir, tmp_path, cache, [LINES[3]], "alone")
-  assert alone == [first[3]]
+  again, log = _decode(model_dir, tmp_path, cache, [LONG, SHORT], "again", interactive=True)
+  assert again == [long, short]
   assert f"deleted {damaged}" in log and log.count(LOADED) == 1, log[-3000:]
-  assert _entries(cache) == {kept: written[kept]}   # the damaged one gone, the other untouched
+  entries = _entries(cache)
+  assert list(entries) == [kept, damaged] and entries[kept] == written[kept]   # the kept one untouched
+  assert xla_cache.entry_problem(str(damaged)) is None

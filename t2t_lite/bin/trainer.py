@@ -236,8 +236,6 @@ def main(argv=None):
       strategy = distribute.make_strategy(args.worker_gpu, tpu)
       distribute.check_supported(strategy, hparams)
       training_only = args.schedule == "train"
-      if args.eval_steps and not training_only:
-        train_loop.check_early_stopping(strategy, early_stopping, evaluate_fn)
     flags = {k: v for k, v in vars(args).items() if v not in (None, False) and k != "registry_help"}
     results = train_loop.train_and_evaluate(
         problem, hparams, args.output_dir, data_dir=args.data_dir, train_steps=args.train_steps,

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from t2t_lite import model_dir
 from t2t_lite.decoding import scoring
-from t2t_lite.decoding.translator import Translator, load_translator
+from t2t_lite.decoding.translator import load_translator
 from t2t_lite.hparams import DecodeHParams
 
 
@@ -90,9 +90,9 @@ def decode_file(output_dir: str, decode_hparams: DecodeHParams, input_path: str 
   outputs = translator.translate(records)
   assert len(outputs) == len(records)
   for number in range(1, dh.num_decodes):
-    if dh.sampling_temperature > 0:
-      again = Translator(translator.model, translator.vocab, dh.replace(seed=dh.seed + number),
-                         lambda message: None, translator.constraint)
+    if dh.sampling_temperature > 0:  # the same programs, another seed (no new trace or compile)
+      again = translator.reseeded(dh.seed + number)
+      again.warn = lambda message: None  # the first pass warned
       outputs += again.translate(records)
     else:
       outputs += outputs[:len(records)]

@@ -197,6 +197,23 @@ def checked_constraint_state(constraint, constraint_state):
   return constraint_state
 
 
+def _uniform(shape, seed):
+  """Uniform numbers in [1e-7, 1): `keras.random.uniform`'s for an int or None `seed`; for a
+  scalar integer tensor, the same numbers its int value gives (Keras' key [seed, 0])."""
+  if seed is None or isinstance(seed, int):
+    return keras.random.uniform(shape, minval=1e-7, maxval=1.0, seed=seed)
+  if keras.backend.backend() == "tensorflow":  # keras.random takes no tensor seed there
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    # Keras' int seed: [seed, 0] in int64, folded into int32 (its TensorFlow backend's `_cast_seed`).
+    key = tf.stack([tf.cast(seed, tf.int64), tf.constant(0, tf.int64)])
+    key = tf.cast(tf.math.floormod(key, tf.int32.max - 1), tf.int32)
+    return tf.random.stateless_uniform(shape, seed=key, minval=1e-7, maxval=1.0,
+                                       dtype=keras.backend.floatx())
+  # JAX takes the key array itself: uint32 [seed, 0], as Keras makes it of an int.
+  key = ops.stack([ops.cast(seed, "uint32"), ops.zeros((), "uint32")])
+  return keras.random.uniform(shape, minval=1e-7, maxval=1.0, seed=key)
+
+
 def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, eos_id=EOS_ID,
                   decode_lengths=None, constraint=None, constraint_state=None, cache_lengths=None,
                   extend_cache=None):
@@ -234,7 +251,8 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
   drawn before the loop (one uniform number per sentence and step, turned into a token through
   the cumulative distribution), so an int `seed` gives the same samples on every call, inside
   `tf.function` and under `jax.jit` alike; `seed=None` uses Keras's global seed generator (not
-  usable under `jax.jit`).
+  usable under `jax.jit`). `seed` may also be a scalar integer tensor, an argument of the
+  compiled search: the samples of that int, from one program for every seed.
 
   Returns:
     ids [batch, max_decode_length] int32 (0 after EOS) and scores [batch] float32: the sum of
@@ -249,8 +267,7 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
     return greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length,
                          eos_id, decode_lengths, constraint, constraint_state, cache_lengths,
                          extend_cache)
-  uniform = keras.random.uniform((max_decode_length, batch_size), minval=1e-7, maxval=1.0,
-                                 seed=seed)                              # [L, batch]
+  uniform = _uniform((max_decode_length, batch_size), seed)               # [L, batch]
 
   def pick(logits, step):
     logits = logits / temperature                                        # [batch, vocab]

@@ -14,6 +14,7 @@ Input policy (documented in docs/decoding.md):
   model's `max_position`.
 """
 
+import copy
 import sys
 from collections.abc import Callable
 
@@ -31,7 +32,7 @@ from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
 def make_search_fn(model, decode_hparams, max_position, constraint=None):
-  """Returns `search(source_ids [B, S] int32) -> (ids [B, beams, L] int32, scores [B, beams])`.
+  """Returns `search(source_ids [B, S] int32, seed=None) -> (ids [B, beams, L] int32, scores [B, beams])`.
 
   `beams` is `beam_size` for beam search and 1 for greedy/sampling. Works in tf.function (and
   so inside a SavedModel) with unknown B and S. The output buffers are preallocated (static
@@ -45,11 +46,15 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
   `constraint`: optional, a decoding constraint whose state depends on the source
   (`initial_state(source_ids, decode_lengths)`, e.g. the parsing problems' `TreeConstraint`;
   see `t2t_lite.decoding.constraints`).
+
+  `seed`: sampling's seed (`sampling_temperature` > 0, beam 1) as a scalar integer tensor, so one
+  traced (compiled) search serves every seed; None: the decode hparams' `seed`, a constant of
+  the graph (the exported SavedModel's). Other searches ignore it.
   """
   dh = decode_hparams
   limit = source_limit(dh, max_position)
 
-  def search(source_ids):
+  def search(source_ids, seed=None):
     source_ids = ops.cast(source_ids, "int32")
     encoder_output, source_mask = model.encode(source_ids, training=False)
     batch = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
@@ -83,7 +88,8 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
-          top_k=dh.top_k, seed=dh.seed, eos_id=EOS_ID, decode_lengths=decode_lengths,
+          top_k=dh.top_k, seed=dh.seed if seed is None else seed, eos_id=EOS_ID,
+          decode_lengths=decode_lengths,
           **constrained, **phases)
     else:
       ids, scores = sampling.greedy_search(symbols_to_logits, growing, batch, max_decode_length,
@@ -191,6 +197,15 @@ class Translator:
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
+    # Sampling takes its seed as an argument: another seed (`reseeded`) runs the same programs.
+    self._seeded = decode_hparams.beam_size <= 1 and decode_hparams.sampling_temperature > 0
+
+  def reseeded(self, seed: int) -> "Translator":
+    """This translator sampling with another `seed` (decode_files' later passes): it shares this
+    one's traced and compiled searches (the seed is their argument), so it compiles nothing new."""
+    again = copy.copy(self)
+    again.decode_hparams = self.decode_hparams.replace(seed=seed)
+    return again
 
   @property
   def tracing_count(self) -> int:
@@ -213,9 +228,11 @@ class Translator:
     # that a compiled program kept in the persistent XLA cache is found by the next run whatever
     # order it meets the shapes in (`xla_cache.stable_names`); a shape traced before is found in
     # tf.function's cache, which takes no names.
+    seed = (tf.constant(self.decode_hparams.seed, tf.int64),) if self._seeded else ()
     with xla_cache.stable_names(f"t2t_lite search {rows}x{width}"):
-      self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32))
-    ids, scores = self._search(tf.constant(batch))
+      self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32),
+                                         *(tf.TensorSpec((), tf.int64) for _ in seed))
+    ids, scores = self._search(tf.constant(batch), *seed)
     return ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
 
   def translate_ids(self, sources: list[list[int] | None]) -> list[list[tuple[list[int], float]]]:

@@ -41,9 +41,6 @@ from t2t_lite import model_dir
 
 # Metrics where larger is better; any other (loss, nll, perplexity) is minimized by default.
 LARGER_IS_BETTER = ("bleu", "accuracy")
-# What every worker's evaluation computes (teacher-forced, `evaluation.evaluate`); the rest comes
-# from an `evaluate_fn` run on the chief only.
-EVERY_WORKER = ("loss", "nll", "perplexity")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,20 +75,6 @@ class EarlyStopping:
     minimize = self.minimize if self.minimize is not None else not any(
         name in metric for name in LARGER_IS_BETTER)
     return metric, minimize
-
-  def check_several_workers(self, chief_metrics: bool):
-    """Raises ValueError where several workers would stop at different evaluations: with a
-    patience, on a metric that only the chief computes. `chief_metrics`: the evaluations add
-    metrics on the chief (an `evaluate_fn`, such as dev BLEU, runs there only); the default
-    metric is then one of them (bleu). Without them the default is the dev loss, which every
-    worker computes (T2T's default metric)."""
-    if self.patience is None or not chief_metrics or self.metric in EVERY_WORKER:
-      return
-    raise ValueError(
-        f"early stopping (--eval_early_stopping_steps={self.patience}) with several workers needs "
-        f"a metric every worker computes, not {self.metric or 'the default, bleu'} (dev BLEU is "
-        f"decoded on the chief only): set --eval_early_stopping_metric to one of "
-        f"{', '.join(EVERY_WORKER)}, or --no_eval_bleu")
 
 
 def best_dir(output_dir: str) -> str:
@@ -190,7 +173,7 @@ class BestKeeper:
   def __init__(self, output_dir: str, settings: EarlyStopping | None = None, write: bool = True):
     self.output_dir = output_dir
     self.settings = settings or EarlyStopping()
-    self.write = write  # only the chief writes; every worker decides the same
+    self.write = write  # False: the record stays in memory (nothing written)
     self.best = read_best(output_dir)
 
   @property

@@ -70,3 +70,49 @@ def is_chief(strategy):
   return resolver.task_type == "chief" or (
       resolver.task_type == "worker" and resolver.task_id == 0 and
       "chief" not in resolver.cluster_spec().as_dict())
+
+
+class ChiefDecisions:
+  """Decisions the chief takes and every worker follows (MultiWorkerMirroredStrategy).
+
+  Each training step's collectives wait for every worker, so all of them must stop, save and
+  evaluate at the same updates. A worker's own clock (a time budget, checkpoints every N seconds)
+  runs apart from the chief's, and only the chief evaluates (its dev BLEU, its best/): a decision
+  taken from those on each worker could differ, leaving one waiting for another that stopped or
+  moved on. `share` gives every worker the chief's values instead: one all-reduce of a few
+  numbers to which only the chief contributes (its first replica; every other replica adds
+  zeros, so the sum is the chief's values exactly). With any other strategy (one process) it
+  returns the values as they are, without communication.
+  """
+  SIZE = 2  # values per call: one traced program for every call
+
+  def __init__(self, strategy: tf.distribute.Strategy):
+    self.strategy = strategy
+    self.chief = is_chief(strategy)
+    self.several = isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    self._all_reduce = None
+
+  def share(self, *values: float) -> tuple[float, ...]:
+    """The chief's `values` (at most SIZE numbers: flags, steps), the same on every worker.
+    Every worker must call it at the same points, as it does each step's collectives."""
+    if len(values) > self.SIZE:
+      raise ValueError(f"at most {self.SIZE} values at a time, got {len(values)}")
+    if not self.several:
+      return tuple(values)
+    if self._all_reduce is None:
+      self._all_reduce = tf.function(self._sum_of_the_chiefs,
+                                     input_signature=[tf.TensorSpec([self.SIZE], tf.float64)])
+    mine = [float(v) for v in values] + [0.0] * (self.SIZE - len(values))
+    shared = self._all_reduce(tf.constant(mine if self.chief else [0.0] * self.SIZE, tf.float64))
+    return tuple(float(v) for v in shared.numpy()[:len(values)])
+
+  def _sum_of_the_chiefs(self, mine):
+    given = []
+
+    def value(context):  # this worker's first replica gives `mine` (zeros off the chief)
+      del context
+      given.append(True)
+      return mine if len(given) == 1 else tf.zeros_like(mine)
+
+    per_replica = self.strategy.experimental_distribute_values_from_function(value)
+    return self.strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)

@@ -34,6 +34,10 @@ averages micro-batches instead of weighting them by their tokens.
 - With hparams weight_ema_decay > 0, `_update` keeps a moving average of the weights after the
   optimizer's update; evaluations run on it (`Trainer.evaluated_weights`) and checkpoints hold it.
 - Each evaluation may become OUTPUT_DIR/best and stop training early (`t2t_lite.training.best`).
+- Several workers (MultiWorkerMirroredStrategy) take every decision together: only the chief
+  evaluates and keeps best/, and what it decides (stop early; from its clock, a time budget and
+  checkpoints every N seconds) reaches every worker through one small all-reduce
+  (`distribute.ChiefDecisions`), so all stop, save and evaluate at the same updates.
 """
 
 import contextlib
@@ -363,33 +367,6 @@ class Trainer:
         variable.assign(value)
 
 
-def check_early_stopping(strategy: tf.distribute.Strategy,
-                         early_stopping: best_lib.EarlyStopping | None,
-                         evaluate_fn: Callable | None) -> None:
-  """Raises ValueError for early stopping that several workers (MultiWorkerMirroredStrategy)
-  could not decide together: a patience on a metric only the chief's `evaluate_fn` computes."""
-  if early_stopping is not None and isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
-    early_stopping.check_several_workers(chief_metrics=evaluate_fn is not None)
-
-
-def best_keeper(output_dir: str, early_stopping: best_lib.EarlyStopping | None,
-                chief: bool) -> best_lib.BestKeeper | None:
-  """The keeper of the best evaluation for this process, or None where it needs none.
-
-  The chief keeps the best as OUTPUT_DIR/best. Another worker (MultiWorkerMirroredStrategy) never
-  writes best/; it needs a keeper only with a patience, to stop at the same update as the chief
-  (the collectives of a step wait for every worker): it then evaluates at the same steps as the
-  chief, on a metric every worker computes (`check_early_stopping`), so it decides the same. It
-  starts from the chief's OUTPUT_DIR/best record, read before any step runs (the chief writes it
-  only at evaluations), so a resumed run counts the patience from the same step on every worker.
-  Without a patience it neither keeps nor evaluates anything (its metrics would be the chief's).
-  """
-  settings = early_stopping or best_lib.EarlyStopping()
-  if not chief and settings.patience is None:
-    return None
-  return best_lib.BestKeeper(output_dir, settings, write=chief)
-
-
 def train_and_evaluate(
     problem: Problem, hparams: HParams, output_dir: str, data_dir: str | None = None,
     train_steps: int = 1000, eval_steps: int = 100, save_checkpoints_steps: int = 1000,
@@ -441,10 +418,9 @@ def train_and_evaluate(
     evaluations ran, the best one's step and metric (`best_step`, `best_<metric>`).
   """
   strategy = strategy or tf.distribute.get_strategy()
-  if eval_steps:
-    check_early_stopping(strategy, early_stopping, evaluate_fn)
   vocab = problem.get_vocab(data_dir)
   chief = distribute.is_chief(strategy)
+  decisions = distribute.ChiefDecisions(strategy)  # the chief's, on every worker
   # hparams.json keeps the hparams as given ("auto" stays "auto": a rerun elsewhere decides
   # again) and, beside them, the path this run takes; the Trainer takes the resolved ones.
   resolved, path = fast_path.resolve(hparams, strategy)
@@ -457,7 +433,9 @@ def train_and_evaluate(
   trainer = Trainer(resolved, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
                     keep_checkpoint_every_n_hours, warm_start, training_path=path)
   hparams = trainer.hparams
-  keeper = best_keeper(output_dir, early_stopping, chief) if eval_steps else None
+  # Only the chief evaluates and keeps the best (another worker would compute its own metrics,
+  # or none where they are the chief's, such as dev BLEU); it shares what it decides.
+  keeper = best_lib.BestKeeper(output_dir, early_stopping) if eval_steps and chief else None
   start = trainer.step
   if trainer.restored_from:
     print(f"resumed from {trainer.restored_from} at step {start}", flush=True)
@@ -466,8 +444,12 @@ def train_and_evaluate(
   if start >= train_steps:
     print(f"already trained {start} >= train_steps={train_steps} steps; nothing to do", flush=True)
     return {"step": start}
-  if (keeper and keeper.should_stop(start)
-      and keeper.settings.metric in (None, keeper.best["metric"])):  # rerunning a stopped run
+  stopped = bool(keeper and keeper.should_stop(start)
+                 and keeper.settings.metric in (None, keeper.best["metric"]))  # rerunning a stopped run
+  if eval_steps and bool(decisions.share(stopped)[0]):
+    if keeper is None:
+      print("already stopped early (the chief's decision, from its best/); nothing to do", flush=True)
+      return {"step": start, "stopped_early": start}
     since = keeper.patience_from["step"]
     print(f"already stopped early: {keeper.best['metric']} has not improved by more than "
           f"{keeper.settings.delta} since step {since}, {start - since} updates >= the patience "
@@ -498,7 +480,11 @@ def train_and_evaluate(
       continue
     trainer.check_finite()  # every update: all processes see the same flag and stop together
     step = trainer.step
+    # Decisions from the clock are the chief's: every worker's clock runs apart.
     out_of_time = bool(max_train_seconds) and time.time() - run_start > max_train_seconds
+    save_due = (time.time() - last_save >= save_checkpoints_secs if save_checkpoints_secs
+                else step % save_checkpoints_steps == 0)
+    out_of_time, save_due = (bool(value) for value in decisions.share(out_of_time, save_due))
     if out_of_time:
       print(f"time budget of {max_train_seconds:.0f}s used at step {step}; stopping", flush=True)
     last = step == train_steps or out_of_time
@@ -513,32 +499,37 @@ def train_and_evaluate(
       else:
         print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f}", flush=True)
       window_tokens, window_start = 0.0, time.time()
-    save_now = last or (time.time() - last_save >= save_checkpoints_secs if save_checkpoints_secs
-                        else step % save_checkpoints_steps == 0)
+    save_now = last or save_due
     if save_now:
       path = trainer.save()
       last_save = time.time()
       if chief:
         print(f"saved {path}", flush=True)
-    # (No keeper: no evaluations, or another worker that has no patience to follow; `best_keeper`.)
-    if keeper is not None and (last or (save_now if eval_at_saves else step % eval_every == 0)):
-      with trainer.evaluated_weights() as evaluated:
-        results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
-                                   eval_steps)
-        if evaluate_fn is not None and chief:
-          results.update(evaluate_fn(evaluated))
-      _write_scalars(writers["eval"], step, results)
-      print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()), flush=True)
-      # On the chief, a new best becomes best/, linking the checkpoint just saved at this step
-      # rather than saving it again; another worker only records it.
-      if keeper.update(step, results, trainer.checkpoint, path if save_now else None) and chief:
-        print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: kept as "
-              f"{best_lib.best_dir(output_dir)}", flush=True)
-      if keeper.should_stop(step):
-        since = keeper.patience_from["step"]
-        print(f"early stopping at step {step}: {keeper.best['metric']} has not improved by more "
-              f"than {keeper.settings.delta} in {step - since} updates since step {since} (the "
-              f"best: step {keeper.best['step']})", flush=True)
+    if eval_steps and (last or (save_now if eval_at_saves else step % eval_every == 0)):
+      stop = False
+      if keeper is not None:  # the chief (another worker waits for its decision below)
+        with trainer.evaluated_weights() as evaluated:
+          results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
+                                     eval_steps)
+          if evaluate_fn is not None:
+            results.update(evaluate_fn(evaluated))
+        _write_scalars(writers["eval"], step, results)
+        print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()),
+              flush=True)
+        # A new best becomes best/, linking the checkpoint just saved at this step rather than
+        # saving it again.
+        if keeper.update(step, results, trainer.checkpoint, path if save_now else None):
+          print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: "
+                f"kept as {best_lib.best_dir(output_dir)}", flush=True)
+        stop = keeper.should_stop(step)
+      if bool(decisions.share(stop)[0]):
+        if keeper is None:
+          print(f"early stopping at step {step} (the chief's decision)", flush=True)
+        else:
+          since = keeper.patience_from["step"]
+          print(f"early stopping at step {step}: {keeper.best['metric']} has not improved by more "
+                f"than {keeper.settings.delta} in {step - since} updates since step {since} (the "
+                f"best: step {keeper.best['step']})", flush=True)
         if not save_now:
           trainer.save()
         results["stopped_early"] = step
