@@ -34,12 +34,8 @@ from t2t_lite.serving import backends, rest
 from t2t_lite.serving.batching import (BatchingOptions, BatchQueue, OverloadedError, QueueClosedError,
                                        WarmingUpError)
 
-# A source limit of 64 subwords (the default is 256), the same for the decoder, the model
-# directory's backend and the export: the export traces a search per width bucket, 3 rather than
-# 5, and the long sentence of SENTENCES is truncated alike on every path (tests/test_export.py
-# keeps the default buckets).
-DECODE = "beam_size=2,extra_length=20,xla=false,max_input_size=64"
-EXPORT_DECODE = "beam_size=2,extra_length=20,max_input_size=64"
+DECODE = "beam_size=2,extra_length=20,xla=false"
+EXPORT_DECODE = "beam_size=2,extra_length=20"
 SENTENCES = ["A man is riding a bike .", "", "Two dogs play in the snow while a child watches them .",
              "A woman .", "A very long sentence " + "with many many words " * 40 + ".",
              "Eine Frau mit \u00e4\u00f6\u00fc und \u00df .",
