@@ -22,8 +22,8 @@ def test_output_keeps_line_count_and_order_with_empty_long_and_invalid_lines(tin
   source.write_bytes(b"\n".join(lines) + b"\n")
   out = tmp_path / "out.de"
   # The search as a plain graph (xla=false), here and below: what is checked is the file's lines,
-  # not the search; an XLA program per shape (the long line's width 256 among them) would cost
-  # more than the whole graph search. The default XLA search over a file: the end-to-end tests;
+  # not the search, and XLA would compile a program per shape (the long line's width 256 among
+  # them). The default XLA search over a file: the end-to-end tests;
   # batches against each sentence alone with XLA: test_bucketed_batches_translate_as_each_sentence_alone.
   assert decoder_cli.main([f"--output_dir={model_dir}", f"--decode_from_file={source}",
                            f"--decode_to_file={out}",
