@@ -57,7 +57,10 @@ def test_tiny_learns_copy_to_near_perfect_accuracy(tmp_path):
   train_seconds = time.time() - start
   average_checkpoints(str(tmp_path / "run"), str(tmp_path / "averaged"), count=5)
   from t2t_lite.decoding.translator import load_translator
-  translator, _ = load_translator(str(tmp_path / "averaged"), DecodeHParams(beam_size=1, batch_size=64))
+  # Greedy search as a plain graph: no XLA program per batch shape to compile (the same outputs:
+  # tests/test_decoder.py).
+  translator, _ = load_translator(str(tmp_path / "averaged"),
+                                  DecodeHParams(beam_size=1, batch_size=64, xla=False))
   pairs = problem.text_pairs("test", str(tmp_path / "data"))[:200]
   outputs = translator.translate([s for s, _ in pairs])
   accuracy = np.mean([o == t for o, (_, t) in zip(outputs, pairs)])
