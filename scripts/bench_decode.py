@@ -670,7 +670,7 @@ def bench_model_dir(args):
   twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its SavedModel in a
   default process (load, then translating the lines in file-order requests of --batch, best of
   --rounds; the graph sorts each request by source length and searches it in sub-batches of its
-  `sub_batch_size`, 16 by default), and the exporter's CTranslate2 float32 and int8 models
+  `sub_batch_size`, 32 by default), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the decoder's
   (with --cache_phases_only, the phases alone, compared with the one-phase search's; with
