@@ -164,7 +164,9 @@ def ctranslate2_twin(model, directory, quantization="float32"):
 
 # A user's process: tensorflow (and tensorflow_text, if installed) only; t2t_lite cannot be
 # imported. It loads a SavedModel, then on each line of stdin translates the lines of a file in
-# batches, in file order, and answers with the seconds and the translations.
+# batches, in file order, and answers with the seconds and the translations. (The client does not
+# sort: the exported graph sorts each request by source length and searches it in sub-batches of
+# the decode hparam `sub_batch_size`, as a TF Serving user's requests would be.)
 SERVE_WORKER = """
 import json, sys, time
 sys.modules["t2t_lite"] = None
@@ -225,8 +227,11 @@ def saved_model_of(model, directory, beam, length):
   """`model` (EOS masked) as a text-in/text-out SavedModel whose text is space-separated ids."""
   from t2t_lite.data.vocab import SymbolTokenizer  # pylint: disable=import-outside-toplevel
   from t2t_lite.export.saved_model import TranslationModule  # pylint: disable=import-outside-toplevel
+  # sub_batch_size=0: the whole batch in one search, as the other rows run it (every source has
+  # the same length here, so sorting would gain nothing).
   module = TranslationModule(NoEos(model), SymbolTokenizer(model.vocab_size),
-                             DecodeHParams(beam_size=beam, extra_length=0, max_input_size=length))
+                             DecodeHParams(beam_size=beam, extra_length=0, max_input_size=length,
+                                           sub_batch_size=0))
   tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
   return directory
 
@@ -661,15 +666,15 @@ def cache_phase_runs(args, lines):
 
 
 def bench_model_dir(args):
-  """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up
-  included; twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its
-  SavedModel in a default process (load, then translating the lines in file-order
-  batches of --batch, best of --rounds), and the exporter's CTranslate2 float32 and int8 models
+  """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up included;
+  twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its SavedModel in a
+  default process (load, then translating the lines in file-order requests of --batch, best of
+  --rounds; the graph sorts each request by source length and searches it in sub-batches of its
+  `sub_batch_size`, 32 by default), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
-  search with and without cache phases (`cache_phase_runs`); outputs compared with the
-  decoder's (with --cache_phases_only, the phases alone, compared with the one-phase search's;
-  with --no_in_process, the in-process rows skipped),
-  and sacreBLEU against --references when given."""
+  search with and without cache phases (`cache_phase_runs`); outputs compared with the decoder's
+  (with --cache_phases_only, the phases alone, compared with the one-phase search's; with
+  --no_in_process, the in-process rows skipped), and sacreBLEU against --references when given."""
   from t2t_lite.export import ctranslate2 as ct2_export  # pylint: disable=import-outside-toplevel
   from t2t_lite.export import saved_model  # pylint: disable=import-outside-toplevel
   os.makedirs(args.workdir, exist_ok=True)

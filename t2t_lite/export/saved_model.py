@@ -21,7 +21,9 @@ request to the buckets the decoder and the server use (`t2t_lite.decoding.bucket
 width up to the next of WIDTH_BUCKETS (capped at the source limit) and the batch up to the next
 power of two (multiples of BATCH_STEP above it). Padding does not change a sentence's output:
 each sentence stops at its own length limit, filler rows are dropped, and padded positions are
-masked. The first request of each shape pays the compile.
+masked. The first request of each shape pays the compile. Inside a request, the sentences are
+sorted by source length and searched in sub-batches of the decode hparam `sub_batch_size`, each
+padded to its own buckets, then put back in request order (`_search_text`).
 
 The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
@@ -74,6 +76,10 @@ class TranslationModule(tf.Module):
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
     self.buckets = width_buckets(self.limit)
+    # The output length of a search at each width bucket (`make_search_fn`'s max_decode_length).
+    self.out_lengths = [min(width + decode_hparams.extra_length, max_position) for width in self.buckets]
+    self.sub_batch_size = decode_hparams.sub_batch_size
+    self._search_beams = decode_hparams.beam_size                  # 1: greedy and sampling
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     # One trace of tokenizer + search, called by both signatures.
     self._search_text_fn = tf.function(self._search_text, input_signature=text_spec)
@@ -81,30 +87,70 @@ class TranslationModule(tf.Module):
     self.serve_nbest = tf.function(self._serve_nbest, input_signature=text_spec)
 
   def _search_text(self, text):
-    """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N])."""
+    """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N]).
+
+    The sentences are sorted by source length (stable) and searched in sub-batches of
+    `sub_batch_size` consecutive ones, one after another, each padded to its own width and batch
+    bucket (`_search_bucketed`); the results are put back in request order. A request of at most
+    `sub_batch_size` sentences (or sub_batch_size <= 0) is one batch, as the decoder's would be.
+    """
     pieces = self.tokenizer.tokenize(text)                                 # ragged [N, (len)]
     pieces = tf.cast(pieces, tf.int32)[:, :self.limit - 1]                 # truncation policy
-    lengths = pieces.row_lengths()                                          # [N]
+    lengths = tf.cast(pieces.row_lengths(), tf.int32) + 1                  # [N], with EOS
     nonempty = tf.greater(tf.strings.length(tf.strings.strip(text)), 0)     # [N]
     eos = tf.RaggedTensor.from_row_lengths(
-        tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(lengths))
+        tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(pieces.row_lengths()))
     source = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)                 # [N, S]
+    n = tf.shape(source)[0]
+    order = tf.argsort(lengths, stable=True)                                  # shortest first
+    source, lengths = tf.gather(source, order), tf.gather(lengths, order)
+    sub = self.sub_batch_size if self.sub_batch_size > 0 else tf.maximum(n, 1)
+    # Every sub-batch's ids are padded to the output length of the request's widest bucket (that
+    # of its last sub-batch) and joined.
+    out_length = tf.gather(tf.constant(self.out_lengths), self._bucket(tf.shape(source)[1]))
+
+    def body(i, all_ids, all_scores):
+      rows = source[i * sub:(i + 1) * sub]
+      rows = rows[:, :tf.maximum(tf.reduce_max(lengths[i * sub:(i + 1) * sub]), 1)]
+      ids, scores = self._search_bucketed(rows)
+      ids = tf.pad(ids, [[0, 0], [0, 0], [0, out_length - tf.shape(ids)[2]]])
+      return i + 1, all_ids.write(i, ids), all_scores.write(i, scores)
+
+    count = tf.maximum((n + sub - 1) // sub, 1)
+    arrays = [tf.TensorArray(dtype, size=count, infer_shape=False) for dtype in (tf.int32, tf.float32)]
+    # One sub-batch at a time (parallel_iterations=1), as the decoder runs its batches.
+    _, ids, scores = tf.while_loop(lambda i, *_: i < count, body, [0] + arrays, parallel_iterations=1)
+    unsort = tf.math.invert_permutation(order)
+    beams = self._search_beams
+    ids = tf.ensure_shape(tf.gather(ids.concat(), unsort), [None, beams, None])
+    scores = tf.ensure_shape(tf.gather(scores.concat(), unsort), [None, beams])
+    return ids, scores, nonempty
+
+  def _bucket(self, width):
+    """The index in self.buckets of the bucket a source `width` (int32 scalar) is padded to."""
+    return tf.reduce_sum(tf.cast(tf.constant(self.buckets) < width, tf.int32))
+
+  def _search_bucketed(self, source):
+    """The search over source [n, S] padded to the buckets: the batch to `padded_batch(n)` with
+    filler rows (EOS only, as the decoder's; results dropped), the width to the next of
+    self.buckets. Returns ids [n, beams, out_lengths[bucket]], scores [n, beams]."""
     n, width = tf.shape(source)[0], tf.shape(source)[1]
-    # Filler rows (EOS only, as the decoder's) up to the padded batch; results dropped.
     filler = tf.one_hot(tf.zeros([padded_batch(n) - n], tf.int32), width, on_value=EOS_ID,
                         off_value=PAD_ID, dtype=tf.int32)
     source = tf.concat([source, filler], axis=0)                              # [B, S]
-    bucket = tf.reduce_sum(tf.cast(tf.constant(self.buckets) < width, tf.int32))
 
-    def search_at(bucket_width):
+    def search_at(index, bucket_width):
       def branch():
         padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
         ids, scores = self._search(tf.ensure_shape(padded, [None, bucket_width]))
-        return ids[:n], scores[:n]                                            # [N, beams, L]
+        if ids.shape[2] != self.out_lengths[index]:
+          raise AssertionError(f"the search at width {bucket_width} returned {ids.shape[2]} "
+                               f"positions, not {self.out_lengths[index]}")
+        return ids[:n], scores[:n]                                            # [n, beams, L]
       return branch
 
-    ids, scores = tf.switch_case(bucket, [search_at(w) for w in self.buckets])
-    return ids, scores, nonempty
+    return tf.switch_case(self._bucket(width),
+                          [search_at(index, w) for index, w in enumerate(self.buckets)])
 
   def _detokenize(self, ids, nonempty):
     """ids [N, L] -> [N] strings; "" for an empty input."""

@@ -1,0 +1,84 @@
+"""The SavedModel sorts each request by source length and searches it in sub-batches
+(decode hparam `sub_batch_size`): its outputs are the decoder's, in request order."""
+
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from t2t_lite.bin import exporter as exporter_cli
+from t2t_lite.decoding.translator import load_translator
+from t2t_lite.export import saved_model
+from t2t_lite.hparams import DecodeHParams
+
+# Lengths out of order (sorted, the long one moves from second to last and the empty lines to the
+# front), two empty lines, and widths in both buckets (16 and the limit 32, the long sentence
+# truncated to it): with sub-batches of 2, four sub-batches, the last holding the request's widest.
+SENTENCES = ["A dog .", "Two men in orange vests are working on the side of a busy street while "
+             "a woman with a red umbrella walks past them and a child waves at the camera .",
+             "", "A woman in a blue dress is sitting on a bench in the park .", "A man .",
+             "   ", "Three children are playing football on the green grass near a white house ."]
+DECODE = "beam_size=2,extra_length=20,max_input_size=32,sub_batch_size=2"
+
+
+@pytest.fixture(scope="module", params=[True, False], ids=["xla", "graph"])
+def exported(request, tiny_model_dir, tmp_path_factory):
+  """(model_dir, the loaded SavedModel's signatures, decode hparams), exported with sub-batches of
+  2 and the search compiled with XLA or as a plain graph."""
+  model_dir, _ = tiny_model_dir
+  export_dir = tmp_path_factory.mktemp("export_sorted")
+  decode = f"{DECODE},xla={str(request.param).lower()}"
+  assert exporter_cli.main([f"--output_dir={model_dir}", f"--export_dir={export_dir}",
+                            f"--decode_hparams={decode}", "--version=1"]) == 0
+  recorded = json.loads((export_dir / "1" / "assets.extra" / saved_model.DECODE_HPARAMS_FILE).read_text())
+  assert recorded["sub_batch_size"] == 2 and recorded["xla"] is request.param
+  return model_dir, tf.saved_model.load(str(export_dir / "1")).signatures, DecodeHParams().parse(decode)
+
+
+def texts(tensor):
+  return [t.decode("utf-8") for t in tensor.numpy().reshape(-1)]
+
+
+def test_mixed_request_gives_the_decoders_outputs_in_request_order(exported):
+  model_dir, signatures, decode_hparams = exported
+  translator, _ = load_translator(str(model_dir), decode_hparams)
+  translator.warn = lambda message: None
+  # The widths really differ: both buckets are met.
+  widths = [len(translator.vocab.encode(s)) + 1 for s in SENTENCES if s.strip()]
+  assert min(widths) <= 16 and max(widths) > 32
+  out = signatures["serving_default"](text=tf.constant(SENTENCES))
+  served = texts(out["translations"])
+  expected = translator.translate(SENTENCES)
+  assert served == expected
+  assert served[2] == served[5] == "" and out["scores"].numpy()[[2, 5]].tolist() == [0.0, 0.0]
+  assert all(served[i] for i in (0, 1, 3, 4, 6))
+  # Each sentence alone (a request smaller than a sub-batch: one batch, as before sub-batches)
+  # gives the same translation and score as in the mixed request.
+  for i in (0, 1, 4):
+    alone = signatures["serving_default"](text=tf.constant(SENTENCES[i:i + 1]))
+    assert texts(alone["translations"]) == [served[i]]
+    np.testing.assert_allclose(alone["scores"].numpy(), out["scores"].numpy()[i:i + 1], atol=1e-4)
+  # A request of exactly one sub-batch, in reverse length order.
+  pair = [SENTENCES[6], SENTENCES[0]]
+  assert texts(signatures["serving_default"](text=tf.constant(pair))["translations"]) == [
+      served[6], served[0]]
+
+
+def test_nbest_of_a_mixed_request_is_the_decoders(exported):
+  model_dir, signatures, decode_hparams = exported
+  translator, _ = load_translator(str(model_dir), decode_hparams)
+  translator.warn = lambda message: None
+  out = signatures["nbest"](text=tf.constant(SENTENCES))
+  assert out["translations"].shape == (len(SENTENCES), 2)
+  beams = translator.translate_beams(SENTENCES)
+  assert texts(out["translations"]) == [text for line in beams for text, _ in line or [("", 0.0)] * 2]
+  np.testing.assert_allclose(out["scores"].numpy().reshape(-1),
+                             [s for line in beams for _, s in line or [("", 0.0)] * 2], atol=1e-4)
+
+
+def test_sub_batch_size_is_a_power_of_two_or_off():
+  assert DecodeHParams().parse("sub_batch_size=0").sub_batch_size == 0
+  assert DecodeHParams().parse("sub_batch_size=32").sub_batch_size == 32
+  with pytest.raises(ValueError, match="sub_batch_size must be a power of two"):
+    DecodeHParams().parse("sub_batch_size=12")
