@@ -53,7 +53,7 @@ multi30k_train() {
 
 # multi30k_training_path OUT [summary]: the precision and XLA the last training into OUT took, as
 # the trainer recorded them (hparams.json's training_path; the multi30k hparams leave both to the
-# machine, "auto"), e.g. "float32, whole-step XLA (AVX2 CPU without AVX512_BF16/AMX)"; with
+# machine, "auto"), e.g. "float32, XLA forward/backward (AVX2 CPU without AVX512_BF16/AMX)"; with
 # "summary", without the reason in parentheses.
 multi30k_training_path() {
   python3 -c 'import json, sys
