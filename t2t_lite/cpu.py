@@ -61,11 +61,16 @@ def flags(text: str) -> frozenset[str] | None:
   return None if value is None else frozenset(value.split())
 
 
+def model_name(text: str) -> str:
+  """The first processor's model name, or "unknown CPU"."""
+  return first_processor(text, ("model name",)).get("model name") or "unknown CPU"
+
+
 def describe(text: str | None = None) -> str:
   """The model and its vector extensions (ISA_PREFIXES), for a benchmark's header. `text`:
   default, this machine's."""
   text = read() if text is None else text
-  model = first_processor(text, ("model name",)).get("model name") or "unknown CPU"
+  model = model_name(text)
   isa = sorted(flag for flag in flags(text) or () if flag.startswith(ISA_PREFIXES))
   return f"CPU: {model}; ISA: {' '.join(isa) or 'unknown'}"
 
@@ -83,7 +88,7 @@ def summary(text: str | None = None, cores: int | None = None) -> str:
   a recipe's table, e.g. "AMD EPYC, 2 cores, AVX2". `text`: default, this machine's; `cores`:
   default, `available_cores()`."""
   text = read() if text is None else text
-  model = first_processor(text, ("model name",)).get("model name") or "unknown CPU"
+  model = model_name(text)
   found = flags(text)
   isa = ("ISA unknown" if found is None else "AVX-512" if "avx512f" in found
          else "AVX2" if "avx2" in found else "no AVX2")
