@@ -484,7 +484,8 @@ def train_and_evaluate(
     out_of_time = bool(max_train_seconds) and time.time() - run_start > max_train_seconds
     save_due = (time.time() - last_save >= save_checkpoints_secs if save_checkpoints_secs
                 else step % save_checkpoints_steps == 0)
-    out_of_time, save_due = (bool(value) for value in decisions.share(out_of_time, save_due))
+    if max_train_seconds or save_checkpoints_secs:  # else both follow the step, the same everywhere
+      out_of_time, save_due = (bool(value) for value in decisions.share(out_of_time, save_due))
     if out_of_time:
       print(f"time budget of {max_train_seconds:.0f}s used at step {step}; stopping", flush=True)
     last = step == train_steps or out_of_time
