@@ -60,7 +60,7 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     batch = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
     source_length = ops.sum(ops.cast(source_mask, "int32"), axis=1)                # [B]
     width = source_ids.shape[1] if source_ids.shape[1] is not None else limit
-    max_decode_length = min(width + dh.extra_length, max_position)                 # static
+    max_decode_length = output_length(width, dh, max_position)                     # static
     decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [B]
     cache_lengths = (sampling.cache_phases(max_decode_length) if dh.cache_phases
                      else (max_decode_length,))
@@ -126,6 +126,12 @@ def join_cache(growing, fixed):
   return {"source_mask": fixed["source_mask"],
           "decoder": {name: {"self": growing[name], "memory": fixed["memory"][name]}
                       for name in growing}}
+
+
+def output_length(width, decode_hparams, max_position):
+  """The positions a search over sources padded to `width` writes: width + extra_length, capped
+  at the model's positions (each sentence still stops at its own source length + extra_length)."""
+  return min(width + decode_hparams.extra_length, max_position)
 
 
 def source_limit(decode_hparams, max_position):

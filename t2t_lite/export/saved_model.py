@@ -40,7 +40,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
 from t2t_lite.decoding.buckets import BATCH_STEP, width_buckets
-from t2t_lite.decoding.translator import make_search_fn, source_limit
+from t2t_lite.decoding.translator import make_search_fn, output_length, source_limit
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
@@ -76,8 +76,7 @@ class TranslationModule(tf.Module):
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
     self.buckets = width_buckets(self.limit)
-    # The output length of a search at each width bucket (`make_search_fn`'s max_decode_length).
-    self.out_lengths = [min(width + decode_hparams.extra_length, max_position) for width in self.buckets]
+    self.out_lengths = [output_length(width, decode_hparams, max_position) for width in self.buckets]
     self.sub_batch_size = decode_hparams.sub_batch_size
     self._search_beams = decode_hparams.beam_size                  # 1: greedy and sampling
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
