@@ -1,0 +1,55 @@
+"""scripts/batching_cost.py: the batching cost model behind docs/performance.md's table."""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+
+_path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "batching_cost.py"
+_spec = importlib.util.spec_from_file_location("batching_cost", _path)
+bc = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(bc)
+
+
+def simulated_refill(lengths, slots):
+  """Step by step: each slot holds a sentence's remaining steps; a free slot takes the next."""
+  queue, running, steps = list(lengths), [], 0
+  while queue or running:
+    while queue and len(running) < slots:
+      running.append(queue.pop(0))
+    running = [r - 1 for r in running if r > 1]
+    steps += 1
+  return steps
+
+
+def test_refill_steps_equal_a_step_by_step_simulation():
+  rng = np.random.default_rng(0)
+  for _ in range(50):
+    lengths = rng.integers(1, 30, size=rng.integers(1, 70))
+    slots = int(rng.integers(1, 40))
+    rows = np.arange(len(lengths))
+    assert bc.refill_steps(rows, lengths, slots) == simulated_refill(list(lengths), slots)
+
+
+def test_costs_count_padded_rows_times_the_longest_output():
+  out = np.array([3, 5, 2, 9, 4])
+  # (1 + 4) * 9 for one batch of 3 padded to 4, plus (1 + 2) * 4 for the pair.
+  assert bc.batches_cost([np.array([0, 1, 3]), np.array([2, 4])], out, 1.0) == 5 * 9 + 3 * 4
+
+
+def test_dynamic_split_never_predicts_more_than_fixed_sub_batches():
+  rng = np.random.default_rng(1)
+  src = rng.integers(2, 40, size=64)
+  rows = bc.sorted_within(np.arange(64), src)
+  predicted = lambda batches: bc.batches_cost(batches, src, 7.5)  # noqa: E731
+  best = predicted(bc.dynamic_split(rows, src, 7.5, 64))
+  assert sorted(np.concatenate(bc.dynamic_split(rows, src, 7.5, 64))) == list(range(64))
+  for size in (8, 16, 32, 64):
+    assert best <= predicted(bc.split(rows, size))
+
+
+def test_table_with_equal_lengths_makes_sorting_useless():
+  lengths = np.full(128, 10)
+  rows = dict(bc.table(lengths, lengths, 7.5, 32, 64, [32]))
+  assert rows["decoder: all lines sorted by source length, batches of 32"] == 1.0
+  assert rows["requests of 64, sorted inside, sub-batches of 32"] == 1.0
