@@ -8,18 +8,41 @@
 # beam, alpha) reuse the training of the one before them.
 #
 #   bash scripts/multi30k_tune.sh list              # the settings and what is done of each
+#   bash scripts/multi30k_tune.sh rates             # ALONE on the machine: each training's updates/s
 #   MAX_TRAININGS=1 bash scripts/multi30k_tune.sh   # at most one new training this time
 #   ONLY="warmup400 warmup400_beam8" bash scripts/multi30k_tune.sh
-#   TRAIN_STEPS=1500 bash scripts/multi30k_tune.sh  # budget in updates instead of TRAIN_MINUTES
-#   SMOKE=1 bash scripts/multi30k_tune.sh           # tiny model, 20 updates, 20 val lines
+#   TRAIN_STEPS=1500 bash scripts/multi30k_tune.sh  # budget in baseline updates instead of minutes
+#   SMOKE=1 bash scripts/multi30k_tune.sh rates && SMOKE=1 bash scripts/multi30k_tune.sh
+#                                                   # the whole path, small: tiny models, 20 updates
 #
 # Run it alone on the machine: with TRAIN_MINUTES (55) the steps a setting reaches depend on
-# what else runs. The recipe's variables (multi30k_common.sh) apply: HPARAMS is the set the
-# overrides below go on. Also: ROOT (runs/multi30k_tune), where each training is kept, in
-# ROOT/<budget>/<hparams>/model; TUNE_SAVE_STEPS (100), the checkpoint interval of every tuning
-# run, which each setting's interval must be a multiple of; SETTINGS, to replace the list below.
-# An interrupted training starts over with TRAIN_MINUTES and resumes from its last checkpoint
-# with TRAIN_STEPS.
+# what else runs. TRAIN_STEPS=N is for running beside other work: it gives each setting the
+# updates it would make in the time the baseline (HPARAMS alone) takes for N, round(N * its
+# updates/s / the baseline's), from RATES (scripts/multi30k_rates.tsv), so that a setting whose
+# update costs less (batch_size=2048, fewer layers, a smaller model) gets more of them, as it
+# would in the minutes. The table's budget then reads "N steps matched by rate" and its steps
+# column holds the updates each setting trained. `rates` measures those rates: for the baseline
+# and each training of the list (of ONLY's settings, with ONLY), a short training alone, the
+# first RATE_SKIP (20) updates skipped (tracing, compiling, the input pipeline filling), then
+# RATE_UPDATES (60) timed one by one by the trainer ("updates/s" of each log line at
+# --log_every=1); its rate is one over the median update time, so an update during which XLA
+# compiled a new batch shape does not count. Each row holds the rate relative to the baseline
+# measured in the same run, with the CPU; a setting is only matched by a rate measured on this
+# CPU. Rates must be measured with nothing else running (the rates mode says so; a figure taken
+# beside other work means nothing). Trainings that differ only in the learning-rate schedule's
+# numbers (RATE_NEUTRAL: learning_rate_constant, learning_rate_warmup_steps) compute the same
+# and share a rate, so warmup400 trains exactly N updates like the baseline; any other override
+# (dropout too: a rate of 0 skips its op) is measured. Under TRAIN_STEPS a setting to train with
+# no such rate is an error before anything trains: run `rates` alone first (no fallback to N).
+#
+# The recipe's variables (multi30k_common.sh) apply: HPARAMS is the set the overrides below go
+# on. Also: ROOT (runs/multi30k_tune), where each training is kept, in
+# ROOT/<budget>/<hparams>/model (<budget>: 55min or Nsteps), and the rate runs in ROOT/rates;
+# TUNE_SAVE_STEPS (100), the checkpoint interval of every tuning run, which each setting's
+# interval must be a multiple of; SETTINGS, to replace the list below; RATES, RATE_SKIP and
+# RATE_UPDATES as above. An interrupted training starts over with TRAIN_MINUTES and resumes from
+# its last checkpoint with TRAIN_STEPS (a training kept from fewer updates than its rate now
+# matches also resumes up to them).
 set -euo pipefail
 shopt -s inherit_errexit
 
@@ -43,9 +66,29 @@ shopt -s inherit_errexit
 # - warmup400_layers2: T2T's transformer_small (its d 256, ff 1024, 4 heads, 2+2 layers): about
 #   a quarter less compute per update, so more updates in a budget that ends mid-climb.
 # - warmup400_lr1.5: learning_rate_constant 1.5, peak 4.7e-3: whether a still higher rate helps.
-# Decode time only (on the baseline's and warmup400's runs, no training): checkpoints 100 apart,
-# so that the average spans the last 200-400 updates of a model still improving fast; beam 8;
-# alpha 1.0 (longer outputs).
+# - warmup400_dropout0.3: d 256 with the dropout of the small-data model below (Wu et al.'s 0.3),
+#   the step after 0.2, tried beside it so that tiny's dropout has a comparison at d 256.
+# - deep4_ff512: between the baseline and tiny: the baseline's width d 256 in tiny's shape, 4+4
+#   layers with ff 2d = 512, dropout 0.3, warmup 400 (peak 3.1e-3): about the baseline's compute
+#   per update (multiply-adds per token in the layers: 4 * 524k + 4 * 786k = 5.2M against
+#   3 * 786k + 3 * 1,049k = 5.5M), a third more depth.
+# - tiny: the text-only Transformer-tiny of Wu et al. (ACL 2021, "Good for Misconceived Reasons",
+#   github.com/LividWo/Revisit-MMT, README-baseline.md: 41.0 BLEU on test2016 by fairseq's scorer
+#   on their preprocessing, not sacreBLEU): d 128, ff 256, 4 heads (the set's), 4+4 layers,
+#   dropout 0.3 on the residuals and embeddings only (fairseq's attention and ReLU dropout
+#   default to 0, so 0.0 here), label smoothing 0.1 (the set's), Adam betas (0.9, 0.98) (the
+#   set's), inverse-sqrt schedule peaking at 5e-3 after 2,000 of at most 8,000 updates of
+#   2 x 4,096 tokens. About a quarter of the baseline's multiply-adds per token in the layers
+#   (4 * 131k + 4 * 197k = 1.3M), so several times the updates in 55 minutes, and many more
+#   epochs, which its dropout is for. Ours keeps 4,096 tokens per update and the set's warmup of
+#   1,000 (2,000 would be too large a share of a few thousand updates: the baseline's lesson)
+#   and the peak: our schedule's peak is constant * d^-0.5 * warmup^-0.5, so
+#   constant = 5e-3 * 128^0.5 * 1000^0.5 = 5e-3 * 11.314 * 31.623 = 1.789, 1.79 (peak 5.0e-3);
+#   after it the rsqrt decay equals fairseq's inverse-sqrt (2.5e-3 at update 4,000). Pre-norm as
+#   the set (theirs is post-norm; pre-norm takes a high peak more safely).
+# Decode time only (on the runs of the baseline, warmup400 and tiny, no training): checkpoints
+# 100 apart, so that the average spans the last 200-400 updates of a model still improving fast;
+# beam 8; alpha 1.0 (longer outputs).
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -58,20 +101,33 @@ warmup400_batch2048   learning_rate_warmup_steps=400,batch_size=2048            
 warmup400_dropout0.2  learning_rate_warmup_steps=400,dropout=0.2                 200x5  beam_size=4,alpha=0.6
 warmup400_layers2     learning_rate_warmup_steps=400,num_hidden_layers=2         200x5  beam_size=4,alpha=0.6
 warmup400_lr1.5       learning_rate_warmup_steps=400,learning_rate_constant=1.5  200x5  beam_size=4,alpha=0.6
+warmup400_dropout0.3  learning_rate_warmup_steps=400,dropout=0.3                 200x5  beam_size=4,alpha=0.6
+deep4_ff512           learning_rate_warmup_steps=400,num_hidden_layers=4,filter_size=512,dropout=0.3  200x5  beam_size=4,alpha=0.6
+tiny                  hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
+tiny_avg100x5         hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  100x5  beam_size=4,alpha=0.6
 "
 TRAIN_FLAGS=()
-if [ "${SMOKE:-0}" = 1 ]; then  # the whole path, small: a tiny model, 20 updates, 20 val lines
+if [ "${SMOKE:-0}" = 1 ]; then  # the whole path, small: tiny models, 20 updates, 20 val lines
+  # The baseline is a tiny model itself, so that `rates` measures in seconds; smoke_wide's
+  # training computes more per update, so under TRAIN_STEPS it needs a measured rate.
+  HPARAMS=multi30k,hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1
   SETTINGS="
-smoke        hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1  10x2  beam_size=1
-smoke_beam2  hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1  5x3   beam_size=2,alpha=0.6
+smoke        -                               10x2  beam_size=1
+smoke_beam2  -                               5x3   beam_size=2,alpha=0.6
+smoke_wide   hidden_size=64,filter_size=128  5x2   beam_size=1
 "
   export TRAIN_STEPS=20
   TUNE_SAVE_STEPS=5 VAL_LINES=20 ROOT=runs/multi30k_tune_smoke TABLE=runs/multi30k_tune_smoke/tuning.tsv
+  RATES=runs/multi30k_tune_smoke/rates.tsv RATE_SKIP=4 RATE_UPDATES=8
   TRAIN_FLAGS=(--no_eval_bleu --eval_steps=2)
 fi
 SETTINGS=${SETTINGS:-$DEFAULT_SETTINGS}
 ROOT=${ROOT:-runs/multi30k_tune}
 TABLE=${TABLE:-scripts/multi30k_tuning.tsv}
+RATES=${RATES:-scripts/multi30k_rates.tsv}
+RATE_SKIP=${RATE_SKIP:-20}
+RATE_UPDATES=${RATE_UPDATES:-60}
+RATE_NEUTRAL="learning_rate_constant learning_rate_warmup_steps warmup_steps"
 TUNE_SAVE_STEPS=${TUNE_SAVE_STEPS:-100}
 MAX_TRAININGS=${MAX_TRAININGS:-1000}
 ONLY=${ONLY:-}
@@ -79,9 +135,12 @@ VAL_LINES=${VAL_LINES:-}
 
 fail() { echo "error: $*" >&2; exit 2; }
 case "${1:-}" in
-  ""|list) ;;
-  *) fail "unknown argument '$1': give none, or list (see the top of $0)" ;;
+  "") mode=tune ;;
+  list|rates) mode=$1 ;;
+  *) fail "unknown argument '$1': give none, list or rates (see the top of $0)" ;;
 esac
+[[ $RATE_SKIP =~ ^[0-9]+$ && $RATE_UPDATES =~ ^[1-9][0-9]*$ ]] ||
+  fail "RATE_SKIP ($RATE_SKIP) must be a whole number and RATE_UPDATES ($RATE_UPDATES) a positive one"
 
 # Check the list; keep as many checkpoints as the widest average needs.
 keep=10 names=" "
@@ -104,8 +163,14 @@ for name in $ONLY; do [[ $names == *" $name "* ]] || fail "ONLY names '$name', w
 
 export SAVE_STEPS=$TUNE_SAVE_STEPS KEEP_CHECKPOINTS=$keep
 . "$(dirname "$0")/multi30k_common.sh"
-[ "${SMOKE:-0}" = 1 ] && rm -rf "$ROOT"
-budget=$(multi30k_budget)
+if [ "${SMOKE:-0}" = 1 ] && [ "$mode" = rates ]; then
+  rm -rf "$ROOT"
+elif [ "${SMOKE:-0}" = 1 ] && [ "$mode" = tune ] && [ -d "$ROOT" ]; then  # keeps the rates
+  find "$ROOT" -mindepth 1 -maxdepth 1 ! -name "$(basename "$RATES")" -exec rm -rf {} +
+fi
+budget=$(multi30k_budget)  # "55 min" or "N steps": ROOT/<budget>/ holds the trainings
+label=$budget              # the table's budget
+[ -n "$STEPS" ] && label="$budget matched by rate"
 
 cpu_description() {  # e.g. "AMD EPYC, 2 cores, AVX2" (t2t_lite/cpu.py reads /proc/cpuinfo)
   python -m t2t_lite.cpu
@@ -120,19 +185,47 @@ commit_description() {  # the commit, +changes when the code differs from it
 
 in_table() {  # NAME: a row of that setting with this budget
   [ -f "$TABLE" ] &&
-    awk -F'\t' -v n="$1" -v b="$budget" '$1 == n && $5 == b {found = 1} END {exit !found}' "$TABLE"
+    awk -F'\t' -v n="$1" -v b="$label" '$1 == n && $5 == b {found = 1} END {exit !found}' "$TABLE"
 }
 
-# train RUN HPARAMS: the recipe's training into RUN/model, then RUN/trained (steps, minutes,
-# CPU, date, commit). A training whose loss became NaN is recorded as diverged.
+# rate_key HPARAMS: the hparams without the overrides in RATE_NEUTRAL, which change numbers of
+# the learning-rate schedule, not what an update computes: trainings with one key share a rate.
+rate_key() {
+  local items item key
+  IFS=, read -ra items <<< "$1"
+  key=${items[0]}
+  for item in "${items[@]:1}"; do
+    [[ " $RATE_NEUTRAL " == *" ${item%%=*} "* ]] || key+=,$item
+  done
+  echo "$key"
+}
+baseline_key=$(rate_key "$HPARAMS")
+
+# relative_rate KEY CPU: updates/s of KEY's training over the baseline's, as RATES holds it for
+# this baseline and CPU (the newest row); 1 for the baseline's own key; nothing when unmeasured.
+relative_rate() {
+  if [ "$1" = "$baseline_key" ]; then echo 1; return; fi
+  [ -f "$RATES" ] || return 0
+  awk -F'\t' -v k="$1" -v b="$baseline_key" -v c="$2" \
+    '$1 == k && $2 == b && $6 == c {r = $4} END {if (r != "") print r}' "$RATES"
+}
+
+# matched_steps RELATIVE: the updates of STEPS baseline updates' time, round(STEPS * RELATIVE).
+matched_steps() {
+  awk -v n="$STEPS" -v r="$1" 'BEGIN {s = int(n * r + 0.5); print (s < 1 ? 1 : s)}'
+}
+
+# train RUN HPARAMS [STEPS]: the recipe's training into RUN/model (for the time budget, or to
+# STEPS updates), then RUN/trained (steps, minutes, CPU, date, commit). A training whose loss
+# became NaN is recorded as diverged.
 train() {
-  local run=$1 HPARAMS=$2 flags=() start status
+  local run=$1 HPARAMS=$2 STEPS=${3:-} flags=() start status
   if [ -d "$run/model" ] && [ -z "$STEPS" ]; then  # a time budget starts over
     flags=(--overwrite_output_dir)
     rm -f "$run/train_seconds"
   fi
   mkdir -p "$run"
-  echo "== training $HPARAMS ($budget) into $run/model"
+  echo "== training $HPARAMS (${STEPS:+$STEPS updates: }$label) into $run/model"
   start=$(date +%s)
   set +e
   multi30k_train "$run/model" "${flags[@]}" "${TRAIN_FLAGS[@]}" 2>&1 | tee -a "$run/train.log"
@@ -206,6 +299,112 @@ val_bleu() {
   cat "$hyp.bleu"
 }
 
+# measure_rate KEY: updates/s of KEY's training, alone: RATE_SKIP + RATE_UPDATES updates logged
+# one by one (no evaluation, no checkpoint before the last update); one over the median time of
+# the timed ones, each the trainer's own "updates/s" of its line. The run is kept in ROOT/rates.
+measure_rate() {
+  local dir total=$(( RATE_SKIP + RATE_UPDATES )) rate
+  dir=$ROOT/rates/$(tr ',=' '+-' <<< "$1")
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "== timing $1: $total updates, the first $RATE_SKIP not counted" >&2
+  HPARAMS=$1 STEPS=$total SAVE_STEPS=$total multi30k_train "$dir/model" "${TRAIN_FLAGS[@]}" \
+    --log_every=1 --eval_steps=0 --no_eval_bleu > "$dir/train.log" 2>&1 ||
+    { tail -n 20 "$dir/train.log" >&2; echo "error: the timing run of $1 failed (log: $dir/train.log)" >&2
+      return 1; }
+  rate=$(sed -n 's|^step \([0-9]*\): .* updates/s \([0-9.e+-]*\)$|\1 \2|p' "$dir/train.log" |
+    awk -v skip="$RATE_SKIP" '$1 > skip && $2 > 0 {print 1 / $2}' | sort -g |
+    awk '{t[NR] = $1} END {if (NR == 0) exit 1
+                           m = NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2
+                           printf "%.4g %d\n", 1 / m, NR}') ||
+    { echo "error: no 'updates/s' after step $RATE_SKIP in $dir/train.log" >&2; return 1; }
+  echo "$rate $(multi30k_training_path "$dir/model" summary)"
+}
+
+if [ "$mode" = rates ]; then
+  keys=$baseline_key
+  while read -r name overrides _; do
+    [ -z "$name" ] && continue
+    [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]] && continue
+    hparams=$HPARAMS
+    [ "$overrides" != - ] && hparams+=,$overrides
+    key=$(rate_key "$hparams")
+    [[ $'\n'$keys$'\n' == *$'\n'$key$'\n'* ]] || keys+=$'\n'$key
+  done <<< "$SETTINGS"
+  echo "== measuring the updates/s of $(wc -l <<< "$keys") trainings into $RATES. Nothing else may" \
+    "run on this machine meanwhile: rates taken beside other work mean nothing."
+  cpu=$(cpu_description) date=$(date -u +%Y-%m-%d) commit=$(commit_description)
+  mkdir -p "$(dirname "$RATES")"
+  while read -r key; do
+    measured=$(measure_rate "$key")
+    read -r rate timed path <<< "$measured"
+    [ "$key" = "$baseline_key" ] && baseline_rate=$rate
+    relative=$(awk -v r="$rate" -v b="$baseline_rate" 'BEGIN {printf "%.4f", r / b}')
+    echo "== $key: $rate updates/s, $relative times the baseline's ($timed updates timed; $path)"
+    {  # this training's row for this baseline and CPU replaces the one before, if any
+      printf 'training\tbaseline\tupdates_per_sec\trelative\tupdates_timed\tcpu\ttraining_path\tdate\tcommit\n'
+      [ ! -f "$RATES" ] || awk -F'\t' -v k="$key" -v b="$baseline_key" -v c="$cpu" \
+        'NR > 1 && !($1 == k && $2 == b && $6 == c)' "$RATES"
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$key" "$baseline_key" "$rate" "$relative" \
+        "$timed" "$cpu" "$path" "$date" "$commit"
+    } > "$RATES.tmp"
+    mv "$RATES.tmp" "$RATES"
+  done <<< "$keys"
+  echo "rates: $RATES"
+  exit 0
+fi
+
+# examine NAME HPARAMS: sets run (the training's folder), target (under TRAIN_STEPS the updates
+# matched to STEPS baseline updates; empty without a rate) and state (what is left to do).
+examine() {
+  local relative trained
+  run=$ROOT/${budget// /}/$(tr ',=' '+-' <<< "$2")
+  target=
+  if [ -n "$STEPS" ]; then
+    relative=$(relative_rate "$(rate_key "$2")" "$cpu")
+    [ -z "$relative" ] || target=$(matched_steps "$relative")
+  fi
+  trained=
+  [ ! -f "$run/trained" ] || trained=$(cut -f1 "$run/trained")
+  if in_table "$1"; then
+    state="in $TABLE"
+  elif [ -n "$STEPS" ] && [ -z "$target" ]; then
+    state="no rate: run rates"
+  elif [ -n "$trained" ] && { [ -z "$STEPS" ] || [ "$trained" = "$target" ] || [ "$trained" = diverged ]; }; then
+    state="trained, to decode"
+  elif [ -n "$trained" ] && (( trained > target )); then
+    state="trained $trained > $target steps"
+  else
+    state="to train (${target:+$target updates: }$label${trained:+; resumes at $trained})"
+  fi
+}
+
+# Before anything trains: every setting left to train under TRAIN_STEPS has a rate, and no
+# training kept holds more updates than its rate now matches.
+cpu=
+[ -z "$STEPS" ] || cpu=$(cpu_description)
+missing="" beyond=""
+while read -r name overrides checkpoints decode; do
+  [ -z "$name" ] && continue
+  [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]] && continue
+  hparams=$HPARAMS
+  [ "$overrides" != - ] && hparams+=,$overrides
+  examine "$name" "$hparams"
+  if [ "$mode" = list ]; then
+    printf '%-22s %-26s %s\n' "$name" "$state" "$hparams $checkpoints $decode"
+  elif [[ $state == no* ]]; then
+    missing+="$name ($(rate_key "$hparams")); "
+  elif [[ $state == trained\ [0-9]* ]]; then
+    beyond+="$run (${state#trained }); "  # e.g. "(1700 > 1500 steps)"
+  fi
+done <<< "$SETTINGS"
+[ "$mode" = list ] && exit 0
+[ -z "$missing" ] || fail "TRAIN_STEPS=$STEPS gives each setting the updates of $STEPS baseline" \
+  "updates' time by measured rate, and $RATES holds no rate measured on this CPU ($cpu) for:" \
+  "${missing%; }. Run \`bash scripts/multi30k_tune.sh rates\` alone on the machine first."
+[ -z "$beyond" ] || fail "trainings kept with more updates than their rates now match to" \
+  "$STEPS baseline updates: ${beyond%; }; remove them to train them again"
+
 if [ ! -s "$TABLE" ]; then
   mkdir -p "$(dirname "$TABLE")"
   printf '%s\t' setting hparams checkpoints decode budget steps train_minutes val_bleu_last \
@@ -218,29 +417,18 @@ while read -r name overrides checkpoints decode; do
   [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]] && continue
   hparams=$HPARAMS
   [ "$overrides" != - ] && hparams+=,$overrides
-  run=$ROOT/${budget// /}/$(tr ',=' '+-' <<< "$hparams")
-  if in_table "$name"; then
-    state="in $TABLE"
-  elif [ -f "$run/trained" ]; then
-    state="trained, to decode"
-  else
-    state="to train ($budget)"
-  fi
-  if [ "${1:-}" = list ]; then
-    printf '%-22s %-26s %s\n' "$name" "$state" "$hparams $checkpoints $decode"
-    continue
-  fi
+  examine "$name" "$hparams"  # again: a setting before this one may have trained its training
   [[ $state == in* ]] && { echo "== $name: already $state"; continue; }
-  if [ ! -f "$run/trained" ]; then
+  if [[ $state == to* ]]; then
     if (( trainings >= MAX_TRAININGS )); then
       echo "== $name: not trained yet, and MAX_TRAININGS=$MAX_TRAININGS trainings ran this time"
       continue
     fi
     trainings=$(( trainings + 1 ))
-    rm -rf "$run"/avg_* "$run"/val.*
-    train "$run" "$hparams"
+    rm -rf "$run"/avg_* "$run"/val.* "$run/trained"
+    train "$run" "$hparams" "$target"
   fi
-  IFS=$'\t' read -r steps minutes cpu date commit < "$run/trained"
+  IFS=$'\t' read -r steps minutes cpu_used date commit < "$run/trained"
   if [ "$steps" = diverged ]; then
     last=diverged average=diverged
   else
@@ -256,6 +444,6 @@ while read -r name overrides checkpoints decode; do
       "decoding and scoring took $(( $(date +%s) - decoding )) s"
   fi
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$name" "$hparams" "$checkpoints" "$decode" \
-    "$budget" "$steps" "$minutes" "$last" "$average" "$cpu" "$date" "$commit" >> "$TABLE"
+    "$label" "$steps" "$minutes" "$last" "$average" "$cpu_used" "$date" "$commit" >> "$TABLE"
 done <<< "$SETTINGS"
-[ "${1:-}" = list ] || echo "table: $TABLE"
+echo "table: $TABLE"

@@ -17,13 +17,17 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh")
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
 # --train_minutes; $FAKE_EXIT makes it stop early with that status, hparams with
-# learning_rate_constant=9 make it diverge; it records a training path in hparams.json.
+# learning_rate_constant=9 make it diverge; it records a training path in hparams.json. Every
+# --log_every updates it logs a line with the "updates/s" of those updates, as t2t-lite-trainer
+# does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6), but 0.05 up to step 20 (tracing)
+# and 0.1 at each 7th step (a batch shape compiled), which the rates mode must not count.
 TRAINER = r"""
 echo "trainer $*" >> "$CALLS"
+log=100
 for a in "$@"; do case $a in
   --output_dir=*) out=${a#*=} ;; --train_steps=*) steps=${a#*=} ;; --train_minutes=*) minutes=1 ;;
   --save_checkpoints_steps=*) save=${a#*=} ;; --hparams=*) hparams=${a#*=} ;;
-  --overwrite_output_dir) overwrite=1 ;;
+  --overwrite_output_dir) overwrite=1 ;; --log_every=*) log=${a#*=} ;;
 esac; done
 [ -n "${overwrite:-}" ] && rm -rf "$out"
 mkdir -p "$out"
@@ -31,6 +35,12 @@ echo '{"training_path": {"summary": "float32, whole-step XLA", "reason": "AVX2 C
 last=$steps; [ -n "${minutes:-}" ] && last=${FAKE_LAST_STEP:-1498}
 [ -n "${FAKE_EXIT:-}" ] && last=300
 case $hparams in *learning_rate_constant=9*) last=300 ;; esac
+rate=2.0
+case $hparams in *batch_size=2048*) rate=3.2 ;; *num_hidden_layers=2*) rate=2.6 ;; esac
+for ((s = log; s <= last; s += log)); do
+  r=$rate; (( s <= 20 )) && r=0.05; (( s % 7 == 0 )) && r=0.1
+  echo "step $s: loss 1.2345 lr 0.001 target tokens/s 1,234 updates/s $r"
+done
 for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; done
 touch "$out/ckpt-$last.index"
 [ -n "${FAKE_EXIT:-}" ] && exit "$FAKE_EXIT"
@@ -97,7 +107,7 @@ def copy(tmp_path):
 
 SETTINGS_VARIABLES = ("TRAIN_MINUTES", "TRAIN_STEPS", "SAVE_STEPS", "AVERAGE", "HPARAMS", "DECODE", "OUT",
                       "DATA_DIR", "KEEP_CHECKPOINTS", "SMOKE", "SETTINGS", "ONLY", "MAX_TRAININGS",
-                      "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES")
+                      "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES", "RATES", "RATE_SKIP", "RATE_UPDATES")
 
 
 def run(folder, script, *args, **env):
@@ -203,7 +213,10 @@ def test_tune_scores_val_and_averages_what_the_recipe_would(copy):
   assert result.returncode == 0, result.stderr
   trainer, = of(calls, "trainer")
   assert "--train_steps=1500 --save" in trainer and "runs/multi30k_tune/1500steps/" in trainer
-  assert [(r["setting"], r["budget"], r["steps"]) for r in table(copy)][-1] == ("warm", "1500 steps", "1500")
+  # warm differs from the baseline in the learning rate's warmup only: the same rate, no rates
+  # file needed, the baseline's steps.
+  assert [(r["setting"], r["budget"], r["steps"]) for r in table(copy)][-1] == (
+      "warm", "1500 steps matched by rate", "1500")
 
 
 @pytest.mark.parametrize("last_step", [1400, 1498])
@@ -266,3 +279,117 @@ def test_tune_records_a_diverged_training_and_refuses_bad_settings(copy):
   result, calls = run(copy, "multi30k_tune.sh", SETTINGS="short - 200x5 beam_size=4", TRAIN_STEPS="300")
   assert result.returncode != 0 and "too few for 5 of them 200 steps apart" in result.stderr
   assert of(calls, "average") == [] and len(table(copy)) == 1
+
+
+RATE_SETTINGS = """
+base         -                                               200x5  beam_size=4,alpha=0.6
+base_beam1   -                                               200x5  beam_size=1
+warm         learning_rate_warmup_steps=400                  200x5  beam_size=4,alpha=0.6
+b2048        learning_rate_warmup_steps=400,batch_size=2048  200x5  beam_size=4,alpha=0.6
+layers2      num_hidden_layers=2                             200x5  beam_size=4,alpha=0.6
+"""
+RATES_HEADER = ["training", "baseline", "updates_per_sec", "relative", "updates_timed", "cpu",
+                "training_path", "date", "commit"]
+
+
+def rates(folder):
+  rows = [line.split("\t") for line in (folder / "scripts" / "multi30k_rates.tsv").read_text().splitlines()]
+  assert rows[0] == RATES_HEADER
+  return [dict(zip(RATES_HEADER, row)) for row in rows[1:]]
+
+
+def flag(call, name):
+  return call.split(f"--{name}=")[1].split()[0]
+
+
+def test_tune_matches_steps_to_the_baselines_time_by_measured_rate(copy):
+  # Under TRAIN_STEPS a setting whose training computes otherwise than the baseline's needs a
+  # measured rate: without one, an error before anything trains, saying what to run.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=RATE_SETTINGS, TRAIN_STEPS="1000")
+  assert result.returncode == 2 and calls == [], result.stderr
+  assert "b2048 (multi30k,batch_size=2048); layers2 (multi30k,num_hidden_layers=2)" in result.stderr
+  assert "`bash scripts/multi30k_tune.sh rates` alone on the machine" in result.stderr
+  # `rates`: the baseline and each training that computes otherwise, once (warm's warmup changes
+  # no computation), from the trainer's updates/s of each update after the first RATE_SKIP (20);
+  # the median, so that updates slowed by compiling a batch shape do not count.
+  result, calls = run(copy, "multi30k_tune.sh", "rates", SETTINGS=RATE_SETTINGS, RATE_UPDATES="10")
+  assert result.returncode == 0, result.stderr
+  assert "Nothing else may run on this machine" in result.stdout
+  trainers = of(calls, "trainer")
+  assert [flag(t, "hparams") for t in trainers] == [
+      "multi30k", "multi30k,batch_size=2048", "multi30k,num_hidden_layers=2"]
+  for trainer in trainers:
+    assert "--train_steps=30 --save_checkpoints_steps=30 " in trainer
+    assert trainer.endswith(" --log_every=1 --eval_steps=0 --no_eval_bleu")
+    assert flag(trainer, "output_dir").startswith("runs/multi30k_tune/rates/multi30k")
+  rows = rates(copy)
+  assert [(r["training"], r["baseline"], r["updates_per_sec"], r["relative"], r["updates_timed"])
+          for r in rows] == [("multi30k", "multi30k", "2", "1.0000", "10"),
+                             ("multi30k,batch_size=2048", "multi30k", "3.2", "1.6000", "10"),
+                             ("multi30k,num_hidden_layers=2", "multi30k", "2.6", "1.3000", "10")]
+  assert all("cores" in r["cpu"] and r["training_path"] == "float32, whole-step XLA" for r in rows)
+  # Each setting trains round(1000 * its rate / the baseline's) updates; the table says so.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=RATE_SETTINGS, TRAIN_STEPS="1000")
+  assert result.returncode == 0, result.stderr
+  assert {flag(t, "hparams"): flag(t, "train_steps") for t in of(calls, "trainer")} == {
+      "multi30k": "1000", "multi30k,learning_rate_warmup_steps=400": "1000",
+      "multi30k,learning_rate_warmup_steps=400,batch_size=2048": "1600",
+      "multi30k,num_hidden_layers=2": "1300"}
+  assert all(flag(t, "output_dir").startswith("runs/multi30k_tune/1000steps/") for t in of(calls, "trainer"))
+  assert [(r["setting"], r["budget"], r["steps"]) for r in table(copy)] == [
+      (name, "1000 steps matched by rate", steps) for name, steps in
+      (("base", "1000"), ("base_beam1", "1000"), ("warm", "1000"), ("b2048", "1600"), ("layers2", "1300"))]
+  # Measured again (here: edited), a rate matches other steps: a kept training of fewer
+  # updates resumes up to them; one of more is an error, before anything trains.
+  path = copy / "scripts" / "multi30k_rates.tsv"
+  path.write_text(path.read_text().replace("\t3.2\t1.6000\t", "\t3.4\t1.7000\t"))
+  more = RATE_SETTINGS + "b2048_beam1  learning_rate_warmup_steps=400,batch_size=2048  200x5  beam_size=1\n"
+  listing, _ = run(copy, "multi30k_tune.sh", "list", SETTINGS=more, TRAIN_STEPS="1000", ONLY="b2048_beam1")
+  assert "to train (1700 updates: 1000 steps matched by rate; resumes at 1600)" in listing.stdout
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=more, TRAIN_STEPS="1000", ONLY="b2048_beam1")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert "--train_steps=1700 " in trainer and "--overwrite_output_dir" not in trainer
+  assert table(copy)[-1]["steps"] == "1700"
+  path.write_text(path.read_text().replace("\t3.4\t1.7000\t", "\t3.0\t1.5000\t"))
+  more += "b2048_alpha1  learning_rate_warmup_steps=400,batch_size=2048  200x5  beam_size=4,alpha=1.0\n"
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=more, TRAIN_STEPS="1000", ONLY="b2048_alpha1")
+  assert result.returncode == 2 and calls == [], result.stderr
+  assert ("runs/multi30k_tune/1000steps/multi30k+learning_rate_warmup_steps-400+batch_size-2048 "
+          "(1700 > 1500 steps)") in result.stderr
+  # Under a time budget rates play no part.
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=more, ONLY="b2048_alpha1")
+  assert result.returncode == 0 and "--train_minutes=55 " in of(calls, "trainer")[0], result.stderr
+
+
+def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys):
+  """`rates` reads t2t-lite-trainer's "updates/s": the updates since the last log line over the
+  time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s)."""
+  import re  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
+  from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training import train_loop  # pylint: disable=import-outside-toplevel
+
+  now = [1000.0]
+  real_step = train_loop.Trainer.train_step
+
+  def timed_step(self, batch):
+    now[0] += 0.25
+    return real_step(self, batch)
+
+  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
+  monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
+  # The evaluation's own work plays no part here: a stand-in, which saves tracing it.
+  monkeypatch.setattr(train_loop.Trainer, "evaluate", lambda self, dataset, steps: {"loss": 1.0})
+  hparams = get_hparams("transformer_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
+                        "batch_size=256,max_length=16,eval_bleu_examples=0")
+  train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hparams, str(tmp_path / "run"),
+                                str(tmp_path / "data"), train_steps=6, eval_steps=1, eval_every=3,
+                                save_checkpoints_steps=100, log_every=2, progress=False)
+  lines = capsys.readouterr().out.splitlines()
+  # What the rates mode's sed takes: "step N: ... updates/s R" at the end of the line.
+  logged = [re.fullmatch(r"step (\d+): .* updates/s ([0-9.e+-]+)", line) for line in lines]
+  rates = {int(m[1]): float(m[2]) for m in logged if m}
+  # Step 4's window: the evaluation after step 3 began it, so 1 update in 0.25 s.
+  assert rates == {2: 4.0, 4: 4.0, 6: 4.0}, lines

@@ -469,7 +469,9 @@ def train_and_evaluate(
   bar = keras.utils.Progbar(train_steps, stateful_metrics=["loss", "lr", "tok/s"]) if progress else None
   accumulation = hparams.gradient_accumulation_steps
   results = {}
-  window_tokens, window_start, loss = 0.0, time.time(), float("nan")
+  # The updates and target tokens since the last log line, and when that window began: what the
+  # log's rates divide (an evaluation starts a new window, so its time counts in neither).
+  window_tokens, window_updates, window_start, loss = 0.0, 0, time.time(), float("nan")
   micro = 0
   run_start = last_save = time.time()
   while trainer.step < train_steps:
@@ -478,6 +480,7 @@ def train_and_evaluate(
     window_tokens += float(tokens_t)
     if micro % accumulation:
       continue
+    window_updates += 1
     trainer.check_finite()  # every update: all processes see the same flag and stop together
     step = trainer.step
     # Decisions from the clock are the chief's: every worker's clock runs apart.
@@ -493,13 +496,15 @@ def train_and_evaluate(
       loss = float(loss_t)
       elapsed = max(time.time() - window_start, 1e-9)
       lr = float(trainer.optimizer.learning_rate)
-      tok_s = window_tokens / elapsed
-      _write_scalars(writers["train"], step, {"loss": loss, "learning_rate": lr, "tokens_per_sec": tok_s})
+      tok_s, updates_s = window_tokens / elapsed, window_updates / elapsed
+      _write_scalars(writers["train"], step, {"loss": loss, "learning_rate": lr, "tokens_per_sec": tok_s,
+                                              "global_step/sec": updates_s})  # T2T's name
       if bar:
         bar.update(step, [("loss", loss), ("lr", lr), ("tok/s", tok_s)])
       else:
-        print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f}", flush=True)
-      window_tokens, window_start = 0.0, time.time()
+        print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f} "
+              f"updates/s {updates_s:.4g}", flush=True)
+      window_tokens, window_updates, window_start = 0.0, 0, time.time()
     save_now = last or save_due
     if save_now:
       path = trainer.save()
@@ -535,7 +540,7 @@ def train_and_evaluate(
           trainer.save()
         results["stopped_early"] = step
         break
-      window_start = time.time()
+      window_tokens, window_updates, window_start = 0.0, 0, time.time()
     if out_of_time:
       break
   results.update(step=trainer.step, train_loss=loss)
