@@ -45,6 +45,15 @@ def check_bool_mask(name, mask, ranks, shape_hint):
   return mask
 
 
+def check_step(step, batch_size=None):
+  """Explains a decoding `step` that is neither an int scalar nor an int vector [batch]."""
+  shape = tuple(getattr(step, "shape", ()))
+  if len(shape) > 1 or (len(shape) == 1 and None not in (shape[0], batch_size)
+                        and shape[0] != batch_size):
+    raise ValueError(f"`step` must be an int scalar (every row at one position) or an int vector "
+                     f"[batch] (one position per row, batch {batch_size}); got shape {shape}.")
+
+
 def call_results(output, scores=None, cache=None):
   """A layer's return value: `output` alone, or the tuple `(output, scores, cache)` without the
   parts that are None (the attention scores when asked for, the cache when one was passed)."""

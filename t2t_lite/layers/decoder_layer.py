@@ -29,7 +29,8 @@ class DecoderLayer(ConfiguredLayer):
     memory: [B, S, d] encoder output (not needed with `cache`).
     memory_padding_mask: optional bool [B, S], True for real source tokens.
     cache: optional dict from `init_cache`.
-    step: int scalar (may be traced) with `cache`: position of `inputs[:, 0]`.
+    step: int scalar (may be traced) with `cache`: position of `inputs[:, 0]`; or an int vector
+      [B], each row's own position (see `MultiHeadAttention`).
     return_attention_scores: also return `{"self": [B, H, T, T or max_length],
       "encdec": [B, H, T, S]}` attention weights.
     training: whether dropout is active.

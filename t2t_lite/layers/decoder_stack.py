@@ -25,7 +25,8 @@ class Decoder(LayerStack):
     memory: [B, S, d] encoder output (not needed with `cache`).
     memory_padding_mask: optional bool [B, S], True for real source tokens.
     cache: optional dict from `init_cache`.
-    step: int scalar (may be traced) with `cache`: the position of `inputs[:, 0]`.
+    step: int scalar (may be traced) with `cache`: the position of `inputs[:, 0]`; or an int vector
+      [B], each row's own position (see `MultiHeadAttention`).
     return_attention_scores: also return `{"self": [...], "encdec": [...]}`, lists (one per
       layer) of weights [B, H, T, Tk].
     training: whether dropout is active.

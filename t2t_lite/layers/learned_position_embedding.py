@@ -21,7 +21,8 @@ class LearnedPositionEmbedding(keras.layers.Layer):
 
   Call arguments:
     inputs: float tensor [B, T, d]; only its shape and dtype are used.
-    start_index: optional int scalar (may be traced): position of the first step. Defaults to 0.
+    start_index: optional int scalar (may be traced): position of the first step, or an int
+      vector [B], each row's own first position. Defaults to 0.
     positions: optional explicit int positions [T] or [B, T].
 
   Returns:

@@ -5,10 +5,18 @@ from keras import ops
 
 
 def causal_mask(query_length, key_length=None, query_offset=0):
-  """[Tq, Tk] bool: query i (at position query_offset + i) may attend to keys j <= its position."""
+  """[Tq, Tk] bool: query i (at position query_offset + i) may attend to keys j <= its position.
+
+  `query_offset` is a scalar (may be traced), or an int vector [B], one offset per row (rows
+  decoding at their own step): then the mask is [B, Tq, Tk]."""
   key_length = query_length if key_length is None else key_length
-  query_positions = ops.arange(query_length, dtype="int32") + ops.cast(query_offset, "int32")
+  query_offset = ops.cast(query_offset, "int32")
   key_positions = ops.arange(key_length, dtype="int32")
+  if len(query_offset.shape) == 1:
+    query_positions = (ops.expand_dims(query_offset, 1)
+                       + ops.arange(query_length, dtype="int32")[None, :])             # [B, Tq]
+    return ops.less_equal(key_positions[None, None, :], query_positions[:, :, None])  # [B, Tq, Tk]
+  query_positions = ops.arange(query_length, dtype="int32") + query_offset
   return ops.less_equal(key_positions[None, :], query_positions[:, None])
 
 

@@ -7,6 +7,21 @@ from t2t_lite.layers import checks, masks, projection
 from t2t_lite.layers.dropout import Dropout
 
 
+def write_rows(cache, new, step):
+  """`cache` [B, H, L, d] with row b's `new` [B, H, T, d] written at positions step[b] ...
+  step[b] + T - 1 (`step` int32 [B]; T static). A select over the L positions per query, not a
+  slice: static shapes, for tf.function / XLA / jax.jit with L static. A position >= L is not
+  written (the scalar path's `slice_update` would clamp it instead)."""
+  length = new.shape[2]
+  if length is None:
+    raise ValueError("Per-row steps need a static query length (the decoder's input [B, T, d]).")
+  positions = ops.arange(cache.shape[2], dtype="int32")[None, :]                       # [1, L]
+  for t in range(length):
+    hit = ops.equal(positions, ops.expand_dims(step + t, 1))                           # [B, L]
+    cache = ops.where(hit[:, None, :, None], new[:, :, t:t + 1], cache)
+  return cache
+
+
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class MultiHeadAttention(keras.layers.Layer):
   """Multi-head attention, `Concat(head_1..head_h) W^O` with `head_i = softmax(Q K^T / sqrt(d_k)) V`.
@@ -50,7 +65,9 @@ class MultiHeadAttention(keras.layers.Layer):
       e.g. [B, 1, Tk] for padding); True = may attend.
     cache: self-attention: the dict from `init_cache` (requires `step`); encoder-decoder: the dict
       from `compute_memory_kv` (replaces `memory`).
-    step: int scalar (may be a traced tensor): position of the first query in the cache.
+    step: int scalar (may be a traced tensor): position of the first query in the cache; or an
+      int vector [B], each row's own position (see `write_rows`): rows at different steps, e.g.
+      a search whose slots are refilled with new sentences, which restart at position 0.
     return_attention_scores: also return the attention weights [B, H, Tq, Tk] (float32).
     training: whether dropout is active.
 
@@ -189,6 +206,8 @@ class MultiHeadAttention(keras.layers.Layer):
     if self.self_attention and (cache is None) != (step is None):
       raise ValueError("Self-attention decoding needs both `cache` (from init_cache) and `step` "
                        "(the position of the first query); pass both or neither.")
+    if step is not None:
+      checks.check_step(step, query.shape[0])
     return checks.check_bool_mask("attention_mask", attention_mask, (2, 3),
                                   "[query_length, key_length] or [batch, query_length, key_length]")
 
@@ -199,8 +218,11 @@ class MultiHeadAttention(keras.layers.Layer):
       q, k, v = self._project_qkv(query)  # [B, H, Tq, d_k], [B, H, Tq, d_k], [B, H, Tq, d_v]
       if cache is not None:
         step = ops.cast(step, "int32")
-        k = ops.slice_update(cache["k"], (0, 0, step, 0), k)  # [B, H, max_length, d_k]
-        v = ops.slice_update(cache["v"], (0, 0, step, 0), v)
+        if len(step.shape) == 0:  # one step for the batch: one slice write
+          k = ops.slice_update(cache["k"], (0, 0, step, 0), k)  # [B, H, max_length, d_k]
+          v = ops.slice_update(cache["v"], (0, 0, step, 0), v)
+        else:  # a step per row [B]
+          k, v = write_rows(cache["k"], k, step), write_rows(cache["v"], v, step)
         cache = {"k": k, "v": v}
         attention_mask = masks.combine_masks(
             masks.causal_mask(ops.shape(q)[2], ops.shape(k)[2], query_offset=step),

@@ -13,7 +13,8 @@ FREQUENCIES = ("t2t", "paper")
 
 def positions_for(inputs, start_index, positions):
   """The int32 positions of `inputs` [B, T, d]: explicit `positions` [T] or [B, T], else
-  `start_index + arange(T)` ([T]); `start_index` may be a traced scalar (decoding step)."""
+  `start_index + arange(T)`: [T] for a scalar `start_index` (may be traced: the decoding step),
+  [B, T] for an int vector [B] (one first position per row: slots decoding at their own step)."""
   checks.check_rank("inputs", inputs, (3,), "[batch, length, channels]")
   if positions is not None:
     if start_index is not None:
@@ -21,7 +22,14 @@ def positions_for(inputs, start_index, positions):
     return ops.cast(checks.check_int_ids("positions", positions, (1, 2), "[length] or "
                                          "[batch, length]"), "int32")
   start_index = 0 if start_index is None else ops.cast(start_index, "int32")
-  return ops.arange(ops.shape(inputs)[1], dtype="int32") + start_index
+  offsets = ops.arange(ops.shape(inputs)[1], dtype="int32")
+  rank = len(getattr(start_index, "shape", ()))
+  if rank == 1:  # per-row first positions [B]
+    return ops.expand_dims(start_index, 1) + offsets                                    # [B, T]
+  if rank:
+    raise ValueError(f"`start_index` must be an int scalar or a vector [batch]; got shape "
+                     f"{tuple(start_index.shape)}.")
+  return offsets + start_index
 
 
 @keras.saving.register_keras_serializable(package="t2t_lite")
@@ -59,7 +67,7 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   Call arguments:
     inputs: float tensor [B, T, d]; only its shape and dtype are used.
     start_index: optional int scalar (may be a traced tensor): position of the first step, for
-      incremental decoding. Defaults to 0.
+      incremental decoding, or an int vector [B], each row's own first position. Defaults to 0.
     positions: optional explicit int positions [T] or [B, T] (instead of `start_index`).
 
   Returns:

@@ -5,7 +5,8 @@
         --> Decoder(memory) --> x @ E^T (the same embedding matrix) --> float32 logits [B, T, V]
 
 Training uses `call` (teacher forcing); decoding uses `encode`, `init_cache` and `decode_step`,
-which work inside `tf.function` / `tf.while_loop` / `jax.jit` with a traced `step`.
+which work inside `tf.function` / `tf.while_loop` / `jax.jit` with a traced `step` (a scalar, or
+one position per row).
 """
 
 import keras
@@ -205,7 +206,11 @@ class Transformer(keras.Model):
 
     Args:
       token_ids: int [B], the token at position `step` (the start id 0 at step 0).
-      step: int32 scalar (may be traced), 0-based position of `token_ids`.
+      step: int32 scalar (may be traced), 0-based position of `token_ids`; or an int32 vector
+        [B], each row's own position (rows at different steps in one batch: a search that
+        refills a finished row with a new sentence at step 0 while the others go on; that
+        row's `cache` entries must then be its new sentence's, see `init_cache`). The scalar
+        path writes the cache with one slice; the vector path selects over the cache length.
       cache: from `init_cache` or the previous step.
       training: whether dropout is active.
       output_projection: optional `self.output_projection()`, computed once per search.
@@ -216,6 +221,7 @@ class Transformer(keras.Model):
     token_ids = checks.check_int_ids("token_ids", token_ids, (1,), "[batch]")
     if not isinstance(cache, dict) or set(cache) != {"source_mask", "decoder"}:
       raise ValueError("`cache` must be the dict returned by init_cache (or by decode_step).")
+    checks.check_step(step, token_ids.shape[0])
     step = ops.cast(step, "int32")
     x = self._embed(ops.expand_dims(token_ids, 1), training, start_index=step,
                     embedding=self.target_embedding)                              # [B, 1, d]
