@@ -70,10 +70,18 @@ def pytest_configure(config):
 # done (`--dist loadfile --no-loadscope-reorder`), and a long file handed out last would keep one
 # worker busy while the other has nothing left. Reorder when the times change a lot
 # (`--durations=30` prints them). The last five are the JAX pass's longest (its own run's times).
+# One exception to the order: test_data_parallel.py comes third, not second. Handed out first and
+# second, it ran beside test_end_to_end.py on the other worker, and each file ends with two worker
+# processes exchanging gradients at every update (the wmt14 multiworker dry run, the workers
+# fixture): at the same time, four processes on two cores, each waiting in its all-reduce for a
+# peer that is not running. Those two phases took 1.5-1.7x their previous times in the 23:50 run
+# (multiworker dry run 72 -> 125 s, workers setup 62 -> 91 s). Third, it goes to the worker that
+# asks first, the one running test_end_to_end.py (it asks after that file's first test, the other
+# worker after most of test_export.py's), and runs after it.
 LONGEST_FIRST = (
     "test_end_to_end.py",          # 353 s: wmt14 multiworker 137, multi30k 130, wmt14 setup 87
-    "test_data_parallel.py",       # 318 s: 2-device setup 156, workers setup 98, 4-device setup 64
     "test_export.py",              # 215 s: export setup 94, without t2t_lite 79, failed export 42
+    "test_data_parallel.py",       # 318 s: 2-device setup 156, workers setup 98, 4-device setup 64
     "test_parsing.py",             # 159 s: the exporter and translator's decode defaults
     "test_t2t_commands.py",        # 158 s: the decoder's T2T n-best 132, registry help 26
     "test_trainer.py",             # 151 s: SIGKILL and rerun 90, kill inside a save 61

@@ -163,30 +163,30 @@ def _checkpoint_step(folder):
 
 
 def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path, capsys):
-  """Killed mid-training once checkpoint 40 exists (polled, no deadline: the first run asks for
-  far more steps than it can reach before the kill, so no speed makes it finish first)."""
+  """Killed mid-training once checkpoint 20 exists, the second (polled, no deadline: the first run
+  asks for far more steps than it can reach before the kill, so no speed makes it finish first)."""
   out = tmp_path / "run"
   args = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
           f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}",
-          "--save_checkpoints_steps=20", "--eval_steps=0", "--log_every=20"]
+          "--save_checkpoints_steps=10", "--eval_steps=0", "--log_every=10"]
   log = tmp_path / "first_run.log"  # a file, not a pipe: a full pipe would block the trainer
   with open(log, "w") as stdout:
     proc = subprocess.Popen([sys.executable, "-m", "t2t_lite.bin.trainer", *args,
                              "--train_steps=1000000"], stdout=stdout, stderr=subprocess.STDOUT)
     try:
-      while _checkpoint_step(out) < 40:
+      while _checkpoint_step(out) < 20:
         assert proc.poll() is None, log.read_text()
         time.sleep(0.2)
     finally:
       proc.send_signal(signal.SIGKILL)
       proc.wait()
   killed_at = _checkpoint_step(out)
-  assert killed_at >= 40 and killed_at % 20 == 0
+  assert killed_at >= 20 and killed_at % 10 == 0
   model_dir.restore_model(str(out))  # loadable after the kill
-  status, out_text, err = _main([*args, f"--train_steps={killed_at + 40}"], capsys)  # the rerun
+  status, out_text, err = _main([*args, f"--train_steps={killed_at + 20}"], capsys)  # the rerun
   assert status == 0, out_text + err
   assert "resumed from" in out_text and f"at step {killed_at}" in out_text
-  assert _checkpoint_step(out) == killed_at + 40
+  assert _checkpoint_step(out) == killed_at + 20
 
 
 # Runs the trainer command with a hook that blocks one checkpoint save at a chosen point, after
