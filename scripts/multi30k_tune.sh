@@ -88,7 +88,9 @@ shopt -s inherit_errexit
 #   the set (theirs is post-norm; pre-norm takes a high peak more safely).
 # Decode time only (on the runs of the baseline, warmup400 and tiny, no training): checkpoints
 # 100 apart, so that the average spans the last 200-400 updates of a model still improving fast;
-# beam 8; alpha 1.0 (longer outputs).
+# beam 8; alpha 1.0 (longer outputs). On tiny, which led on val by steps matched by rate on the
+# Zen 5 EPYC (39.28/39.58 against the baseline's 37.17/37.86, 2026-11-27) with 4,005 updates,
+# the last 900 of them kept: also the 10 checkpoints 100 apart (its last 900-1,000 updates).
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -105,6 +107,9 @@ warmup400_dropout0.3  learning_rate_warmup_steps=400,dropout=0.3                
 deep4_ff512           learning_rate_warmup_steps=400,num_hidden_layers=4,filter_size=512,dropout=0.3  200x5  beam_size=4,alpha=0.6
 tiny                  hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
 tiny_avg100x5         hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  100x5  beam_size=4,alpha=0.6
+tiny_avg100x10        hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  100x10  beam_size=4,alpha=0.6
+tiny_beam8            hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  200x5  beam_size=8,alpha=0.6
+tiny_alpha1.0         hidden_size=128,filter_size=256,num_hidden_layers=4,dropout=0.3,attention_dropout=0.0,relu_dropout=0.0,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
 "
 TRAIN_FLAGS=()
 if [ "${SMOKE:-0}" = 1 ]; then  # the whole path, small: tiny models, 20 updates, 20 val lines
