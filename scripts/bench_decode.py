@@ -165,8 +165,9 @@ def ctranslate2_twin(model, directory, quantization="float32"):
 # A user's process: tensorflow (and tensorflow_text, if installed) only; t2t_lite cannot be
 # imported. It loads a SavedModel, then on each line of stdin translates the lines of a file in
 # batches, in file order, and answers with the seconds and the translations. (The client does not
-# sort: the exported graph sorts each request by source length and searches it in sub-batches of
-# the decode hparam `sub_batch_size`, as a TF Serving user's requests would be.)
+# sort: the exported graph decodes each request through slots refilled as sentences finish, decode
+# hparam `refill_slots`, or sorted in sub-batches of `sub_batch_size`, as a TF Serving user's
+# requests would be.)
 SERVE_WORKER = """
 import json, sys, time
 sys.modules["t2t_lite"] = None
@@ -227,11 +228,11 @@ def saved_model_of(model, directory, beam, length):
   """`model` (EOS masked) as a text-in/text-out SavedModel whose text is space-separated ids."""
   from t2t_lite.data.vocab import SymbolTokenizer  # pylint: disable=import-outside-toplevel
   from t2t_lite.export.saved_model import TranslationModule  # pylint: disable=import-outside-toplevel
-  # sub_batch_size=0: the whole batch in one search, as the other rows run it (every source has
-  # the same length here, so sorting would gain nothing).
+  # sub_batch_size=0, refill_slots=0: the whole batch in one search, as the other rows run it
+  # (every source and output has the same length here, so sorting or refilling would gain nothing).
   module = TranslationModule(NoEos(model), SymbolTokenizer(model.vocab_size),
                              DecodeHParams(beam_size=beam, extra_length=0, max_input_size=length,
-                                           sub_batch_size=0))
+                                           sub_batch_size=0, refill_slots=0))
   tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
   return directory
 
@@ -669,8 +670,9 @@ def bench_model_dir(args):
   """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up included;
   twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its SavedModel in a
   default process (load, then translating the lines in file-order requests of --batch, best of
-  --rounds; the graph sorts each request by source length and searches it in sub-batches of its
-  `sub_batch_size`, 32 by default), and the exporter's CTranslate2 float32 and int8 models
+  --rounds; the graph decodes each request through its `refill_slots` slots, refilled as
+  sentences finish, or sorted in sub-batches of its `sub_batch_size`; the problem's decode
+  defaults), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the decoder's
   (with --cache_phases_only, the phases alone, compared with the one-phase search's; with
