@@ -21,12 +21,12 @@ request to the buckets the decoder and the server use (`t2t_lite.decoding.bucket
 width up to the next of WIDTH_BUCKETS (capped at the source limit) and the batch up to the next
 power of two (multiples of BATCH_STEP above it). Padding does not change a sentence's output:
 each sentence stops at its own length limit, filler rows are dropped, and padded positions are
-masked. The first request of each shape pays the compile. Inside a request, the sentences go
-through `refill_slots` slots (decode hparam), each taking the request's next sentence, longest
-source first, as soon as its own is done (`_search_refilled`, `t2t_lite.decoding.refill_search`);
-with refill_slots=0 (and for sampling), they are sorted by source length and searched in
-sub-batches of the decode hparam `sub_batch_size`, each padded to its own buckets, then put back
-in request order (`_search_text`).
+masked. The first request of each shape pays the compile. Inside a request, the sentences are
+sorted by source length and searched in sub-batches of the decode hparam `sub_batch_size`, each
+padded to its own buckets, then put back in request order (`_search_text`); with the decode
+hparam `refill_slots` > 0 (not for sampling), they go through that many slots instead, each
+taking the request's next sentence, longest source first, as soon as its own is done
+(`_search_refilled`, `t2t_lite.decoding.refill_search`).
 
 The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
