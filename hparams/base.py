@@ -158,6 +158,11 @@ class DecodeHParams:
   # Grow the self-attention cache in phases of 16, 32, 64, ... positions (the same outputs, the
   # early steps faster; see docs/performance.md); false: one cache for the longest output.
   cache_phases: bool = True
+  # Beam search: the beams of a sentence share one self-attention cache (each writes its own slot;
+  # a small lineage, not the cache, follows the beams) and one copy of the encoder's keys/values
+  # (the same outputs, less memory traffic; see docs/performance.md); false: both tiled to every
+  # hypothesis and the cache reordered with the beams every step.
+  shared_beam_cache: bool = True
   constrained: bool = True                 # use the problem's decoding constraint, if it has one
   # The exported SavedModel sorts each request's sentences by source length and runs the search
   # on sub-batches of this many consecutive ones (a power of two: one of the batch buckets), each

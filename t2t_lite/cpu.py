@@ -84,14 +84,17 @@ def available_cores() -> int:
 
 
 def summary(text: str | None = None, cores: int | None = None) -> str:
-  """The model, the cores and the widest x86 vector extension (AVX-512, AVX2, or "no AVX2"), for
-  a recipe's table, e.g. "AMD EPYC, 2 cores, AVX2". `text`: default, this machine's; `cores`:
-  default, `available_cores()`."""
+  """The model, the cores and the widest x86 vector extension (AVX-512, AVX2, or "no AVX2"), with
+  AVX512_BF16 / AMX where the CPU has native bfloat16 matmuls, for a recipe's table, e.g. "AMD
+  EPYC, 2 cores, AVX2" or "AMD EPYC, 2 cores, AVX-512, AVX512_BF16" (two CPUs of one model name
+  that train differently). `text`: default, this machine's; `cores`: default, `available_cores()`."""
   text = read() if text is None else text
   model = model_name(text)
   found = flags(text)
   isa = ("ISA unknown" if found is None else "AVX-512" if "avx512f" in found
          else "AVX2" if "avx2" in found else "no AVX2")
+  isa += "".join(f", {name}" for flag, name in (("avx512_bf16", "AVX512_BF16"), ("amx_bf16", "AMX"))
+                 if found is not None and flag in found)
   return f"{model}, {available_cores() if cores is None else cores} cores, {isa}"
 
 

@@ -68,7 +68,7 @@ def test_the_summary_the_recipes_record():
   `python -m t2t_lite.cpu`): as the tuning script's own shell reader wrote it."""
   assert cpu.summary(EPYC, cores=2) == "AMD EPYC, 2 cores, AVX2"
   assert cpu.summary(COOPER_LAKE, cores=8) == (
-      "Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz, 8 cores, AVX-512")
+      "Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz, 8 cores, AVX-512, AVX512_BF16")
   assert cpu.summary(GRAVITON, cores=4) == "unknown CPU, 4 cores, no AVX2"
   assert cpu.summary("", cores=1) == "unknown CPU, 1 cores, ISA unknown"
   nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})

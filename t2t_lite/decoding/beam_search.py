@@ -10,9 +10,12 @@ unknown) and under `jax.jit`. The cache alone may grow, in phases (`cache_length
         -> (logits [batch * beam, vocab], new_cache)
 
 `ids` is each hypothesis's last token (the start token 0 at step 0); `cache` is a nested dict of
-tensors with `batch * beam` on axis 0 (sentence-major: the beams of sentence 0 come first). An
-optional constraint (`t2t_lite.decoding.constraints`) carries a state per hypothesis, reordered
-with the beams like the cache, and masks the tokens each hypothesis may write before the top-k.
+tensors with `batch * beam` on axis 0 (sentence-major: the beams of sentence 0 come first),
+reordered with the beams every step (`gather_beams`), unless the caller says how the cache follows
+the beams (`reorder_cache`: e.g. a cache the beams of a sentence share, where only a small lineage
+is reordered; see `translator.make_search_fn`). An optional constraint
+(`t2t_lite.decoding.constraints`) carries a state per hypothesis, reordered with the beams like
+the cache, and masks the tokens each hypothesis may write before the top-k.
 
 The algorithm (T2T's):
 - Two sets per sentence: `beam` alive hypotheses (no EOS yet) and `beam` finished ones (ended by
@@ -109,8 +112,12 @@ def _keep_done(done, old, new):
 # ---------------------------------------------------------------------------- the search
 
 
-def init_state(initial_cache, batch_size, beam_size, max_decode_length, constraint_state=None):
-  """The state before the first step: one alive hypothesis (the start token) per sentence."""
+def init_state(initial_cache, batch_size, beam_size, max_decode_length, constraint_state=None,
+               tile_cache=True):
+  """The state before the first step: one alive hypothesis (the start token) per sentence.
+
+  `initial_cache` [batch, ...] is tiled to the beams; with `tile_cache=False` it is kept as it is
+  (a cache laid out for the beams by the caller, see `beam_search`'s `reorder_cache`)."""
   first_beam_only = ops.convert_to_tensor([[0.0] + [NEG_INF] * (beam_size - 1)])  # [1, beam]
   ids_shape = (batch_size, beam_size, max_decode_length + 1)
   return BeamState(
@@ -120,7 +127,8 @@ def init_state(initial_cache, batch_size, beam_size, max_decode_length, constrai
       finished_ids=ops.full(ids_shape, START_ID, dtype="int32"),                # [batch, beam, L+1]
       finished_scores=ops.full((batch_size, beam_size), NEG_INF, "float32"),    # [batch, beam]
       done=ops.zeros((batch_size,), "bool"),                                    # [batch]
-      cache=tile_to_beams(initial_cache, beam_size),                            # [batch*beam, ...]
+      cache=(tile_to_beams(initial_cache, beam_size) if tile_cache
+             else initial_cache),                                               # [batch*beam, ...]
       constraint=tile_to_beams(constraint_state or {}, beam_size))              # [batch*beam, ...]
 
 
@@ -193,8 +201,11 @@ def top_candidates(logits, alive_log_probs, k, chunk=None, mask=None):
 
 
 def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-         constraint=None):
+         constraint=None, reorder_cache=None):
   """One step: extend every alive hypothesis by one token, update alive and finished.
+
+  The cache follows the alive hypotheses with `reorder_cache(cache, source_beams [batch, beam])`
+  (see `beam_search`), by default `gather_beams`: every [batch * beam, ...] tensor's rows copied.
 
   `state.step` is a scalar (the batch search), or [batch]: each sentence at its own step (a
   refill search's slots, `t2t_lite.decoding.refill_search`); the callback and the constraint then
@@ -226,7 +237,8 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       ops.where(topk_finished, NEG_INF, topk_log_probs), beam_size)              # [b, beam]
   alive_ids = _gather(topk_ids, alive_pick)                                      # [b, beam, L+1]
   source_beams = ops.take_along_axis(topk_beams, alive_pick, axis=1)             # [b, beam]
-  cache = gather_beams(cache, source_beams, beam_size)                           # [b*beam, ...]
+  cache = (gather_beams(cache, source_beams, beam_size) if reorder_cache is None
+           else reorder_cache(cache, source_beams))                              # [b*beam, ...]
   constraint_state = state.constraint
   if constraint is not None:
     alive_tokens = ops.take_along_axis(topk_tokens, alive_pick, axis=1)          # [b, beam]
@@ -312,7 +324,8 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                     max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
-                    constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None):
+                    constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
+                    reorder_cache=None):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
@@ -323,20 +336,22 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
 
   def body(state):
     state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-                 constraint)
+                 constraint, reorder_cache)
     return (state._replace(done=sentence_done(state, limits, alpha, stop_early)),)
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.done))
 
   state = init_state(initial_cache, batch_size, beam_size, max_decode_length,
-                     checked_constraint_state(constraint, constraint_state))
+                     checked_constraint_state(constraint, constraint_state),
+                     tile_cache=reorder_cache is None)
   return run_phases(cond, body, state, cache_lengths, extend_cache)
 
 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                 max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
-                constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None):
+                constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
+                reorder_cache=None):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -359,6 +374,12 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
       increasing Python ints ending at max_decode_length (`initial_cache` holds the first), and
       `extend_cache(cache, length)` (cache [batch * beam, ...]), which grows it to the next.
       The early steps then gather and attend over a short cache; the results are the same.
+    reorder_cache: optional `(cache, source_beams [batch, beam] int32) -> cache`: how the cache
+      follows the alive hypotheses after each step (hypothesis j of a sentence continues its
+      old hypothesis source_beams[b, j]). Default: `gather_beams`, every tensor's rows copied.
+      With it, `initial_cache` is the first step's cache as it is, not tiled: the caller lays it
+      out for the beams (e.g. `Transformer.init_cache(..., beam_size=)`, whose keys/values stay
+      put and whose lineage alone is reordered: `translator.reorder_lineage`).
 
   Returns:
     ids [batch, beam, max_decode_length] int32, best first, 0 (PAD) after EOS, and scores
@@ -376,5 +397,5 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
   return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
                                   stop_early, constraint, constraint_state, cache_lengths,
-                                  extend_cache),
+                                  extend_cache, reorder_cache),
                   fill_with_alive=constraint is None)

@@ -64,17 +64,25 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [B]
     cache_lengths = phase_lengths(dh, max_decode_length)
     phases = {"cache_lengths": cache_lengths, "extend_cache": extend_cache}
-    growing, fixed = split_cache(model.init_cache(encoder_output, source_mask, cache_lengths[0]))
-    # The source mask and memory keys/values are the same for every beam of a sentence: tiled
-    # once here and captured by the loop body, never reordered by the beam search.
-    fixed = search_lib.tile_to_beams(fixed, dh.beam_size) if dh.beam_size > 1 else fixed
+    # The beams of a sentence share one cache (decode hparam `shared_beam_cache`): the source
+    # mask and memory keys/values once per sentence, captured by the loop body, and one
+    # self-attention cache that only a lineage indexes (`reorder_lineage`). Without it, the
+    # fixed part is tiled once here, and the self-attention cache reordered every step.
+    shared = dh.beam_size > 1 and dh.shared_beam_cache
+    growing, fixed = split_cache(model.init_cache(encoder_output, source_mask, cache_lengths[0],
+                                                  dh.beam_size if shared else None))
+    if dh.beam_size > 1 and not shared:
+      fixed = search_lib.tile_to_beams(fixed, dh.beam_size)
+    reorder = ({"reorder_cache": lambda cache, beams: reorder_lineage(cache, beams, dh.beam_size)}
+               if shared else {})
     decode = decoding_callback(model)
     symbols_to_logits = lambda ids, step, growing: decode(ids, step, growing, fixed)  # noqa: E731
     constrained = constraint_arguments(constraint, source_ids, decode_lengths)
     if dh.beam_size > 1:
       return search_lib.beam_search(
           symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
-          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases)
+          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases,
+          **reorder)
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
@@ -185,28 +193,52 @@ def split_cache(cache):
   """`Transformer.init_cache`'s dict -> (growing, fixed).
 
   growing: {"layer_i": self-attention {"k", "v"}}, written at every step and reordered with the
-  beams; fixed: {"source_mask", "memory": {"layer_i": {"k", "v"}}}, the same for every beam.
+  beams (a cache shared by the beams: and "lineage", which alone is reordered); fixed:
+  {"source_mask", "memory": {"layer_i": {"k", "v"}}}, the same for every beam.
   """
   layers = cache["decoder"]
-  return ({name: layer["self"] for name, layer in layers.items()},
+  growing = {name: layer["self"] for name, layer in layers.items()}
+  if "lineage" in cache:
+    growing["lineage"] = cache["lineage"]
+  return (growing,
           {"source_mask": cache["source_mask"],
            "memory": {name: layer["memory"] for name, layer in layers.items()}})
 
 
 def extend_cache(growing, length):
-  """The growing cache (`split_cache`'s: self-attention {"k", "v"} [B, H, L, d] per layer) with
-  zero positions appended up to `length` (axis 2): the next phase of the search's cache. The
-  causal mask hides positions after the step, whatever they hold."""
-  def extend(t):
-    return ops.pad(t, [(0, 0), (0, 0), (0, length - t.shape[2]), (0, 0)])   # [B, H, length, d]
-  return keras.tree.map_structure(extend, growing)
+  """The growing cache (`split_cache`'s: self-attention {"k", "v"} [B, H, L, d] per layer; shared
+  by the beams, [B, H, L * beam, d] and a lineage [B * beam, L]) with zero positions appended up
+  to `length` (axis 2; shared: `length * beam` entries, and the lineage to `length`): the next
+  phase of the search's cache. The causal mask hides positions after the step, whatever they
+  hold."""
+  groups = 1
+  if "lineage" in growing:
+    layer = next(part for name, part in growing.items() if name != "lineage")
+    groups = layer["k"].shape[2] // growing["lineage"].shape[1]
+
+  def extend(t, size):
+    return ops.pad(t, [(0, 0), (0, 0), (0, size - t.shape[2]), (0, 0)])      # [B, H, size, d]
+  return {name: (ops.pad(part, [(0, 0), (0, length - part.shape[1])]) if name == "lineage" else
+                 keras.tree.map_structure(lambda t: extend(t, length * groups), part))
+          for name, part in growing.items()}
+
+
+def reorder_lineage(growing, source_beams, beam_size):
+  """The beam search's `reorder_cache` for a cache the beams share (`split_cache`'s growing part
+  of `Transformer.init_cache(..., beam_size=)`): hypothesis j takes the lineage of the one it
+  continues, source_beams[b, j]; the keys/values stay in the slots that wrote them."""
+  return {**growing,
+          "lineage": search_lib.gather_beams(growing["lineage"], source_beams, beam_size)}
 
 
 def join_cache(growing, fixed):
   """The inverse of `split_cache`."""
-  return {"source_mask": fixed["source_mask"],
-          "decoder": {name: {"self": growing[name], "memory": fixed["memory"][name]}
-                      for name in growing}}
+  cache = {"source_mask": fixed["source_mask"],
+           "decoder": {name: {"self": growing[name], "memory": fixed["memory"][name]}
+                       for name in growing if name != "lineage"}}
+  if "lineage" in growing:
+    cache["lineage"] = growing["lineage"]
+  return cache
 
 
 def output_length(width, decode_hparams, max_position):

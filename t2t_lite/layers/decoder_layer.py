@@ -31,6 +31,12 @@ class DecoderLayer(ConfiguredLayer):
     cache: optional dict from `init_cache`.
     step: int scalar (may be traced) with `cache`: position of `inputs[:, 0]`; or an int vector
       [B], each row's own position (see `MultiHeadAttention`).
+    query_groups: with `cache` from `init_cache(..., groups=g)`: g, the rows of `inputs`
+      ([B * g, T, d]) that share each sentence's cache entries (`MultiHeadAttention`'s grouped
+      queries).
+    self_attention_mask: optional bool mask of the cached keys each query may see besides the
+      causal rule, with `cache`: [B, T, max_length]; with `query_groups=g`,
+      [B, g * T, max_length * g] (see `MultiHeadAttention`).
     return_attention_scores: also return `{"self": [B, H, T, T or max_length],
       "encdec": [B, H, T, S]}` attention weights.
     training: whether dropout is active.
@@ -58,14 +64,17 @@ class DecoderLayer(ConfiguredLayer):
     self.feed_forward_norm = self.make_norm("feed_forward_norm", input_shape)
     self.residual_dropout = self.make_residual_dropout()
 
-  def init_cache(self, memory, max_length):
-    """Preallocated self-attention k/v and projected memory k/v (see the class docstring)."""
+  def init_cache(self, memory, max_length, groups=None):
+    """Preallocated self-attention k/v and projected memory k/v (see the class docstring); with
+    `groups=g`, a self-attention cache shared by groups of g rows, [B, H, max_length * g, d]
+    (`MultiHeadAttention`'s grouped queries: a beam search's hypotheses)."""
     checks.check_rank("memory", memory, (3,), "[batch, source_length, hidden_size]")
-    return {"self": self.self_attention.init_cache(ops.shape(memory)[0], max_length),
+    return {"self": self.self_attention.init_cache(ops.shape(memory)[0], max_length, groups),
             "memory": self.encdec_attention.compute_memory_kv(memory)}
 
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
-           return_attention_scores=False, training=None):
+           query_groups=None, self_attention_mask=None, return_attention_scores=False,
+           training=None):
     self.check_inputs(inputs)
     memory_padding_mask = checks.check_bool_mask("memory_padding_mask", memory_padding_mask, (2,),
                                                  "[batch, source_length]")
@@ -88,14 +97,15 @@ class DecoderLayer(ConfiguredLayer):
             x, attention_mask=causal, return_attention_scores=True, training=training)
       else:
         output, scores["self"], new_cache["self"] = self.self_attention(
-            x, cache=cache["self"], step=step, return_attention_scores=True, training=training)
+            x, cache=cache["self"], step=step, attention_mask=self_attention_mask,
+            query_groups=query_groups, return_attention_scores=True, training=training)
       return output
 
     def encdec_attend(x):
       output, scores["encdec"], *_ = self.encdec_attention(
           x, memory=memory if cache is None else None, attention_mask=memory_mask,
-          cache=None if cache is None else cache["memory"], return_attention_scores=True,
-          training=training)
+          cache=None if cache is None else cache["memory"], query_groups=query_groups,
+          return_attention_scores=True, training=training)
       return output
 
     x = self.residual(inputs, self_attend, self.self_attention_norm, training)

@@ -27,6 +27,7 @@ class Decoder(LayerStack):
     cache: optional dict from `init_cache`.
     step: int scalar (may be traced) with `cache`: the position of `inputs[:, 0]`; or an int vector
       [B], each row's own position (see `MultiHeadAttention`).
+    query_groups, self_attention_mask: optional, with `cache`: see `DecoderLayer`.
     return_attention_scores: also return `{"self": [...], "encdec": [...]}`, lists (one per
       layer) of weights [B, H, T, Tk].
     training: whether dropout is active.
@@ -46,13 +47,15 @@ class Decoder(LayerStack):
   layer_class = DecoderLayer
   depth_field = "num_decoder_layers"
 
-  def init_cache(self, memory, max_length):
-    """{"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} for decoding up to max_length."""
-    return {f"layer_{i}": layer.init_cache(memory, max_length)
+  def init_cache(self, memory, max_length, groups=None):
+    """{"layer_i": {"self": {"k", "v"}, "memory": {"k", "v"}}} for decoding up to max_length
+    (`groups`: see `DecoderLayer.init_cache`)."""
+    return {f"layer_{i}": layer.init_cache(memory, max_length, groups)
             for i, layer in enumerate(self.layers)}
 
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
-           return_attention_scores=False, training=None):
+           query_groups=None, self_attention_mask=None, return_attention_scores=False,
+           training=None):
     self.check_inputs(inputs)
     if cache is not None and (not isinstance(cache, dict) or len(cache) != self.num_layers):
       raise ValueError(f"`cache` must be the dict from Decoder.init_cache(memory, max_length) "
@@ -63,6 +66,7 @@ class Decoder(LayerStack):
       x, layer_scores, *layer_cache = layer(
           x, memory=memory, memory_padding_mask=memory_padding_mask,
           cache=None if cache is None else cache[key], step=step,
+          query_groups=query_groups, self_attention_mask=self_attention_mask,
           return_attention_scores=True, training=training)
       scores["self"].append(layer_scores["self"])
       scores["encdec"].append(layer_scores["encdec"])

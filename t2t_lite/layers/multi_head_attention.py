@@ -22,6 +22,21 @@ def write_rows(cache, new, step):
   return cache
 
 
+def write_group_rows(cache, new, step):
+  """A shared cache [B, H, L * g, d] (position p of slot j at index p * g + j) with slot j's
+  `new` [B, H, T, g, d] written at positions step[b * g + j] ... + T - 1 (`step` int32 [B * g],
+  T static): `write_rows` for a cache shared by groups of g rows."""
+  groups = new.shape[3]
+  length = cache.shape[2] // groups
+  positions = ops.arange(length, dtype="int32")[None, :, None]                         # [1, L, 1]
+  step = ops.reshape(step, (-1, 1, groups))                                            # [B, 1, g]
+  slots = ops.reshape(cache, (-1, cache.shape[1], length, groups, cache.shape[3]))     # [B, H, L, g, d]
+  for t in range(new.shape[2]):
+    hit = ops.equal(positions, step + t)                                               # [B, L, g]
+    slots = ops.where(hit[:, None, :, :, None], new[:, :, t:t + 1], slots)
+  return ops.reshape(slots, (-1, cache.shape[1], length * groups, cache.shape[3]))
+
+
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class MultiHeadAttention(keras.layers.Layer):
   """Multi-head attention, `Concat(head_1..head_h) W^O` with `head_i = softmax(Q K^T / sqrt(d_k)) V`.
@@ -45,6 +60,20 @@ class MultiHeadAttention(keras.layers.Layer):
     values at `step` with `keras.ops.slice_update` and attends to positions `<= step`.
   - encoder-decoder attention: `compute_memory_kv(memory)` projects the encoder output once into
     `{"k": [B, H, S, d_k], "v": [B, H, S, d_v]}`; pass it as `cache=` at every step.
+  - Grouped queries (`query_groups=g`, a beam search's hypotheses): the query rows come in
+    groups of g consecutive rows that share one cache entry, `B * g` query rows for a cache of
+    batch `B` (row `b * g + j` is hypothesis j of sentence b). Encoder-decoder attention then
+    reads each sentence's memory keys/values once for its g queries (`[B, H, g * Tq, d] x
+    [B, H, d, S]`) rather than from g tiled copies; `attention_mask` has the memory's batch,
+    [B, 1, S]. A self-attention cache shared by a group, `init_cache(batch_size, max_length,
+    groups=g)`, is `{"k": [B, H, max_length * g, d_k], "v": [B, H, max_length * g, d_v]}`,
+    position p of row j at index `p * g + j`: a step writes the g rows' keys/values at one
+    contiguous place (one slice write, as ungrouped), and every query attends over all the
+    max_length * g cached entries of its sentence, `attention_mask` [B, g * Tq, max_length * g]
+    saying which are its own history (the causal rule, on positions `index // g`, is applied
+    here); the keys/values stay where they were written and only that mask follows the
+    hypotheses (a beam search's lineage, see `Transformer.decode_step`). The attention weights
+    are returned per query row, [B * g, H, Tq, Tk].
 
   Args:
     num_heads: h, the number of heads.
@@ -65,6 +94,8 @@ class MultiHeadAttention(keras.layers.Layer):
       e.g. [B, 1, Tk] for padding); True = may attend.
     cache: self-attention: the dict from `init_cache` (requires `step`); encoder-decoder: the dict
       from `compute_memory_kv` (replaces `memory`).
+    query_groups: with `cache`: the query rows come in groups of this many rows sharing one
+      cache entry (grouped queries, above); the cache's batch is the query's / query_groups.
     step: int scalar (may be a traced tensor): position of the first query in the cache; or an
       int vector [B], each row's own position (see `write_rows`): rows at different steps, e.g.
       a search whose slots are refilled with new sentences, which restart at position 0.
@@ -177,16 +208,16 @@ class MultiHeadAttention(keras.layers.Layer):
     return {"k": self._split_heads(k, length, self._key_depth),
             "v": self._split_heads(v, length, self._value_depth)}
 
-  def init_cache(self, batch_size, max_length):
-    """Zeros {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]} for self-attention."""
+  def init_cache(self, batch_size, max_length, groups=None):
+    """Zeros {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]} for self-attention;
+    with `groups=g`, a cache shared by groups of g query rows: [B, H, max_length * g, d]."""
     if not self.self_attention:
       raise ValueError("init_cache is for self-attention; for encoder-decoder attention use "
                        "compute_memory_kv(memory).")
+    entries = max_length * (groups or 1)
     return {
-        "k": ops.zeros((batch_size, self.num_heads, max_length, self._key_depth),
-                       self.compute_dtype),
-        "v": ops.zeros((batch_size, self.num_heads, max_length, self._value_depth),
-                       self.compute_dtype),
+        "k": ops.zeros((batch_size, self.num_heads, entries, self._key_depth), self.compute_dtype),
+        "v": ops.zeros((batch_size, self.num_heads, entries, self._value_depth), self.compute_dtype),
     }
 
   def _check_call(self, query, memory, attention_mask, cache, step):
@@ -212,9 +243,14 @@ class MultiHeadAttention(keras.layers.Layer):
                                   "[query_length, key_length] or [batch, query_length, key_length]")
 
   def call(self, query, memory=None, attention_mask=None, cache=None, step=None,
-           return_attention_scores=False, training=None):
+           return_attention_scores=False, training=None, query_groups=None):
     attention_mask = self._check_call(query, memory, attention_mask, cache, step)
-    if self.self_attention:
+    query_length = ops.shape(query)[1]
+    groups = query_groups if cache is not None and query_groups not in (None, 1) else None
+    if self.self_attention and groups:
+      q, k, v, cache, attention_mask = self._grouped_cache_step(query, attention_mask, cache,
+                                                                step, groups)
+    elif self.self_attention:
       q, k, v = self._project_qkv(query)  # [B, H, Tq, d_k], [B, H, Tq, d_k], [B, H, Tq, d_v]
       if cache is not None:
         step = ops.cast(step, "int32")
@@ -228,16 +264,57 @@ class MultiHeadAttention(keras.layers.Layer):
             masks.causal_mask(ops.shape(q)[2], ops.shape(k)[2], query_offset=step),
             attention_mask)
     else:
-      q = self._split_heads(self._project(query, self.q_kernel, "q_bias"), ops.shape(query)[1],
-                            self._key_depth)
       memory_kv = cache if cache is not None else self.compute_memory_kv(memory)
       k, v = memory_kv["k"], memory_kv["v"]  # [B, H, Tk, d_k], [B, H, Tk, d_v]
-    output, weights = self._attend(q, k, v, attention_mask, training)
+      projected = self._project(query, self.q_kernel, "q_bias")               # [B * Tq, H * d_k]
+      q = self._split_heads(projected, query_length * (groups or 1), self._key_depth)
+    output, weights = self._attend(q, k, v, attention_mask, training, query_length)
+    if return_attention_scores and groups:  # [B, H, g * Tq, Tk] -> [B * g, H, Tq, Tk]
+      keys = ops.shape(weights)[-1]
+      weights = ops.reshape(weights, (-1, self.num_heads, groups, query_length, keys))
+      weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)),
+                            (-1, self.num_heads, query_length, keys))
     return checks.call_results(output, weights if return_attention_scores else None, cache)
 
-  def _attend(self, q, k, v, attention_mask, training):
-    """softmax(q k^T / sqrt(d_k)) v over heads, then W^O. Returns ([B, Tq, out], [B, H, Tq, Tk])."""
-    query_length = ops.shape(q)[2]
+  def _grouped_cache_step(self, query, attention_mask, cache, step, groups):
+    """Self-attention over a cache shared by groups of g query rows ([B, H, L * g, d]; see the
+    class docstring): writes each row's keys/values at `step` (a scalar or [B * g]) and returns
+    q [B, H, g * Tq, d_k], the new keys and values [B, H, L * g, d], the new cache and the mask
+    [B or 1, g * Tq, L * g]: `attention_mask` and the causal rule."""
+    query_length = query.shape[1]
+    if query_length is None:
+      raise ValueError("A shared self-attention cache needs a static query length ([B, T, d]).")
+    entries = cache["k"].shape[2]                                               # L * g
+    kc = self._key_channels
+    q, k, v = ops.split(self._project(query, self.qkv_kernel, "qkv_bias"), [kc, 2 * kc], axis=-1)
+    q = self._split_heads(q, groups * query_length, self._key_depth)         # [B, H, g * Tq, d_k]
+
+    def slots(x, depth):  # [B * g * Tq, H * depth] -> [B, H, Tq, g, depth]
+      x = ops.reshape(x, (-1, groups, query_length, self.num_heads, depth))
+      return ops.transpose(x, (0, 3, 2, 1, 4))
+
+    k, v = slots(k, self._key_depth), slots(v, self._value_depth)
+    step = ops.cast(step, "int32")
+    if len(step.shape) == 0:  # the g rows' positions step ... step + Tq - 1: one slice
+      flat = lambda t: ops.reshape(t, (-1, self.num_heads, query_length * groups, t.shape[-1]))  # noqa: E731
+      k = ops.slice_update(cache["k"], (0, 0, step * groups, 0), flat(k))   # [B, H, L * g, d_k]
+      v = ops.slice_update(cache["v"], (0, 0, step * groups, 0), flat(v))
+      query_positions = ops.tile(step + ops.arange(query_length, dtype="int32"), (groups,))
+      query_positions = query_positions[None, :, None]                      # [1, g * Tq, 1]
+    else:  # a step per row [B * g]
+      k, v = write_group_rows(cache["k"], k, step), write_group_rows(cache["v"], v, step)
+      query_positions = (ops.expand_dims(step, 1)
+                         + ops.arange(query_length, dtype="int32")[None, :])  # [B * g, Tq]
+      query_positions = ops.reshape(query_positions, (-1, groups * query_length, 1))  # [B, g*Tq, 1]
+    key_positions = ops.arange(entries, dtype="int32")[None, None, :] // groups  # [1, 1, L * g]
+    causal = ops.less_equal(key_positions, query_positions)                 # [B or 1, g*Tq, L*g]
+    return q, k, v, {"k": k, "v": v}, masks.combine_masks(causal, attention_mask)
+
+  def _attend(self, q, k, v, attention_mask, training, query_length):
+    """softmax(q k^T / sqrt(d_k)) v over heads, then W^O.
+
+    q [B, H, Tq, d_k], or grouped [B, H, g * Tq, d_k] for keys [B, H, Tk, d_k] (the mask then
+    [B or 1, g * Tq or 1, Tk]). Returns ([B * g, Tq, out], weights [B, H, g * Tq, Tk])."""
     q = q * ops.cast(self._key_depth ** -0.5, q.dtype)
     scores = ops.matmul(q, ops.swapaxes(k, -1, -2))  # [B, H, Tq, Tk]
     scores = ops.cast(scores, "float32")

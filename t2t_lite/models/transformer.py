@@ -28,6 +28,26 @@ SINUSOIDS = {"sinusoid": ("t2t", "concat"), "sinusoid_paper": ("paper", "interle
              "sinusoid_paper_halves": ("paper", "concat")}
 
 
+def write_lineage(lineage, step, groups):
+  """`lineage` int32 [B * g, L] with `lineage[r, step] = r % g` (`step` a scalar or [B * g]): the
+  row that decodes position `step` writes it in its own slot of the shared cache."""
+  rows, length = ops.shape(lineage)[0], lineage.shape[1]
+  own = ops.expand_dims(ops.arange(rows, dtype="int32") % groups, 1)            # [B * g, 1]
+  step = ops.expand_dims(step, 1) if len(step.shape) == 1 else step             # [B * g, 1] or []
+  return ops.where(ops.arange(length, dtype="int32") == step, own, lineage)     # [B * g, L]
+
+
+def lineage_mask(lineage, groups):
+  """The cache entries each hypothesis may attend to in its sentence's shared cache:
+  lineage int32 [B * g, L] -> bool [B, g, L * g], True at (b, j, p * g + k) where row k wrote
+  position p of hypothesis j's history (`lineage[b * g + j, p] == k`); the causal rule (p <=
+  step) is the attention layer's."""
+  length = lineage.shape[1]
+  rows = ops.arange(groups, dtype="int32")                                      # [g]
+  mask = ops.equal(ops.expand_dims(lineage, 2), rows)                           # [B * g, L, g]
+  return ops.reshape(mask, (-1, groups, length * groups))                       # [B, g, L * g]
+
+
 @registry.models.register
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class Transformer(keras.Model):
@@ -176,7 +196,7 @@ class Transformer(keras.Model):
 
   # Incremental decoding.
 
-  def init_cache(self, encoder_output, source_mask, max_length):
+  def init_cache(self, encoder_output, source_mask, max_length, beam_size=None):
     """The decoding state; every leaf has batch as axis 0 (beam search tiles/gathers it).
 
     Returns:
@@ -185,6 +205,14 @@ class Transformer(keras.Model):
                                "memory": {"k": [B, H, S, d_k], "v": [B, H, S, d_v]}}}}
       Self-attention k/v are preallocated zeros; the memory k/v are the encoder output's keys and
       values, projected once here.
+
+    With `beam_size=g`, a cache that the g hypotheses of each sentence share (`decode_step` then
+    takes B * g rows, sentence-major): nothing is tiled, the memory k/v and the source mask stay
+    once per sentence, the self-attention k/v are [B, H, max_length * g, d] (row j of a sentence
+    writes position p at index p * g + j), and `"lineage"`: int32 [B * g, max_length], zeros,
+    says for each hypothesis which row of its sentence wrote each position of its history. A
+    beam search reorders only the lineage with the hypotheses
+    (`translator.reorder_lineage`), never the keys/values.
     """
     if not isinstance(max_length, int) or max_length < 1:
       raise ValueError(f"`max_length` must be a positive Python int (static cache size); got "
@@ -193,8 +221,11 @@ class Transformer(keras.Model):
       raise ValueError(f"max_length {max_length} exceeds max_position {self.config.max_position} "
                        "of the learned position table; decode shorter outputs.")
     source_mask = checks.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
-    return {"source_mask": source_mask,
-            "decoder": self.decoder.init_cache(encoder_output, max_length)}
+    cache = {"source_mask": source_mask,
+             "decoder": self.decoder.init_cache(encoder_output, max_length, beam_size)}
+    if beam_size is not None:
+      cache["lineage"] = ops.zeros((ops.shape(source_mask)[0] * beam_size, max_length), "int32")
+    return cache
 
   def output_projection(self):
     """The pre-softmax projection as a [d, V] matrix (`SharedEmbedding.transposed_table`): a
@@ -211,7 +242,10 @@ class Transformer(keras.Model):
         refills a finished row with a new sentence at step 0 while the others go on; that
         row's `cache` entries must then be its new sentence's, see `init_cache`). The scalar
         path writes the cache with one slice; the vector path selects over the cache length.
-      cache: from `init_cache` or the previous step.
+      cache: from `init_cache` or the previous step. A cache shared by the hypotheses
+        (`init_cache(..., beam_size=g)`) takes B * g `token_ids`; each writes its position
+        `step` in its own slot and lineage (`lineage[row, step] = row % g`) and attends to the
+        positions its lineage names.
       training: whether dropout is active.
       output_projection: optional `self.output_projection()`, computed once per search.
 
@@ -219,18 +253,29 @@ class Transformer(keras.Model):
       (float32 logits [B, V] for the token at step + 1, the updated cache).
     """
     token_ids = checks.check_int_ids("token_ids", token_ids, (1,), "[batch]")
-    if not isinstance(cache, dict) or set(cache) != {"source_mask", "decoder"}:
+    if not isinstance(cache, dict) or set(cache) - {"lineage"} != {"source_mask", "decoder"}:
       raise ValueError("`cache` must be the dict returned by init_cache (or by decode_step).")
     checks.check_step(step, token_ids.shape[0])
     step = ops.cast(step, "int32")
     x = self._embed(ops.expand_dims(token_ids, 1), training, start_index=step,
                     embedding=self.target_embedding)                              # [B, 1, d]
+    lineage, self_mask = None, None
+    groups = None
+    if "lineage" in cache:
+      entries = next(iter(cache["decoder"].values()))["self"]["k"].shape[2]       # L * g
+      groups = entries // cache["lineage"].shape[1]
+      lineage = write_lineage(cache["lineage"], step, groups)                     # [B * g, L]
+      self_mask = lineage_mask(lineage, groups)                                   # [B, g, L * g]
     x, decoder_cache = self.decoder(x, memory_padding_mask=cache["source_mask"],
-                                    cache=cache["decoder"], step=step, training=training)
+                                    cache=cache["decoder"], step=step, query_groups=groups,
+                                    self_attention_mask=self_mask, training=training)
     logits = self.softmax(x, reverse=True, transposed_table=output_projection)[:, 0, :]  # [B, V]
     if self.config.never_predict_pad:  # a select, not an add: see FeedForward
       logits = ops.where(ops.arange(self.vocab_size) == PAD_ID, -1e9, logits)
-    return logits, {"source_mask": cache["source_mask"], "decoder": decoder_cache}
+    new_cache = {"source_mask": cache["source_mask"], "decoder": decoder_cache}
+    if lineage is not None:
+      new_cache["lineage"] = lineage
+    return logits, new_cache
 
   # Attention pictures (paper figures 3-5).
 
