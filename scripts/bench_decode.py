@@ -165,8 +165,9 @@ def ctranslate2_twin(model, directory, quantization="float32"):
 # A user's process: tensorflow (and tensorflow_text, if installed) only; t2t_lite cannot be
 # imported. It loads a SavedModel, then on each line of stdin translates the lines of a file in
 # batches, in file order, and answers with the seconds and the translations. (The client does not
-# sort: the exported graph sorts each request by source length and searches it in sub-batches of
-# the decode hparam `sub_batch_size`, as a TF Serving user's requests would be.)
+# sort: the exported graph sorts each request and searches it in sub-batches of `sub_batch_size`,
+# or decodes it through slots refilled as sentences finish, decode hparam `refill_slots`, as a TF
+# Serving user's requests would be.)
 SERVE_WORKER = """
 import json, sys, time
 sys.modules["t2t_lite"] = None
@@ -227,11 +228,11 @@ def saved_model_of(model, directory, beam, length):
   """`model` (EOS masked) as a text-in/text-out SavedModel whose text is space-separated ids."""
   from t2t_lite.data.vocab import SymbolTokenizer  # pylint: disable=import-outside-toplevel
   from t2t_lite.export.saved_model import TranslationModule  # pylint: disable=import-outside-toplevel
-  # sub_batch_size=0: the whole batch in one search, as the other rows run it (every source has
-  # the same length here, so sorting would gain nothing).
+  # sub_batch_size=0, refill_slots=0: the whole batch in one search, as the other rows run it
+  # (every source and output has the same length here, so sorting or refilling would gain nothing).
   module = TranslationModule(NoEos(model), SymbolTokenizer(model.vocab_size),
                              DecodeHParams(beam_size=beam, extra_length=0, max_input_size=length,
-                                           sub_batch_size=0))
+                                           sub_batch_size=0, refill_slots=0))
   tf.saved_model.save(module, directory, signatures={"serving_default": module.serve})
   return directory
 
@@ -669,13 +670,15 @@ def bench_model_dir(args):
   """A trained model directory on real lines: t2t-lite-decoder (the whole command, start-up included;
   twice on a fresh XLA cache folder, WORKDIR/xla_cache: cold, then warm), its SavedModel in a
   default process (load, then translating the lines in file-order requests of --batch, best of
-  --rounds; the graph sorts each request by source length and searches it in sub-batches of its
-  `sub_batch_size`, 32 by default), and the exporter's CTranslate2 float32 and int8 models
+  --rounds; the graph sorts each request and searches it in sub-batches of its `sub_batch_size`,
+  or through its `refill_slots` slots refilled as sentences finish; the problem's decode defaults
+  with --saved_model_decode_hparams), and the exporter's CTranslate2 float32 and int8 models
   (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the decoder's
   (with --cache_phases_only, the phases alone, compared with the one-phase search's; with
   --no_in_process, the in-process rows skipped), and sacreBLEU against --references when given."""
   from t2t_lite.export import ctranslate2 as ct2_export  # pylint: disable=import-outside-toplevel
+  from t2t_lite import model_dir as model_dirs  # pylint: disable=import-outside-toplevel
   from t2t_lite.export import saved_model  # pylint: disable=import-outside-toplevel
   os.makedirs(args.workdir, exist_ok=True)
   lines = read_lines(args.lines, args.num_lines)
@@ -710,7 +713,11 @@ def bench_model_dir(args):
         + (f"; references {words_per_line(read_lines(args.references, len(lines))):.1f}"
            if args.references else ""), flush=True)
   export_dir = os.path.join(args.workdir, "saved_model")
-  version = saved_model.export(args.model_dir, export_dir, version=int(time.time()))
+  # The problem's decode defaults, as t2t-lite-exporter writes them, with the given overrides.
+  export_hparams = model_dirs.decode_defaults(model_dirs.find_problem(
+      model_dirs.read_record(args.model_dir)["problem"])).parse(args.saved_model_decode_hparams)
+  print(f"SavedModel decode hparams: {args.saved_model_decode_hparams or 'the defaults'}")
+  version = saved_model.export(args.model_dir, export_dir, export_hparams, version=int(time.time()))
   process = SavedModelProcess(version, lines_file, args.batch)
   first = time.perf_counter()
   process()  # compiles the shapes it meets
@@ -851,6 +858,9 @@ def parse_args(argv=None):
   parser.add_argument("--references", default=None, help="reference lines for sacreBLEU (--model_dir)")
   parser.add_argument("--num_lines", type=int, default=1000, help="the first this many --lines")
   parser.add_argument("--batch", type=int, default=64, help="SavedModel / CTranslate2 batch (--model_dir)")
+  parser.add_argument("--saved_model_decode_hparams", default="",
+                      help="overrides of the problem's decode defaults for the SavedModel row "
+                           "(--model_dir), e.g. refill_slots=32")
   parser.add_argument("--cache_phases_only", action="store_true",
                       help="with --model_dir: only the in-process search with and without cache "
                            "phases (no decoder command, SavedModel or CTranslate2)")

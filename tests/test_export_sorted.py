@@ -1,5 +1,7 @@
-"""The SavedModel sorts each request by source length and searches it in sub-batches
-(decode hparam `sub_batch_size`): its outputs are the decoder's, in request order."""
+"""The SavedModel decodes each request through slots refilled as sentences finish (decode hparam
+`refill_slots`), or sorted by source length in sub-batches (`sub_batch_size`; with refill, the
+sub-batches its sources are encoded in): either way its outputs are the decoder's, in request
+order. (The refill search against the batch search on more cases: tests/test_refill_search.py.)"""
 
 import json
 
@@ -14,7 +16,8 @@ from t2t_lite.hparams import DecodeHParams
 
 # Lengths out of order (sorted, the long one moves from second to last and the empty lines to the
 # front), two empty lines, and widths in both buckets (16 and the limit 32, the long sentence
-# truncated to it): with sub-batches of 2, four sub-batches, the last holding the request's widest.
+# truncated to it): with sub-batches of 2, four sub-batches, the last holding the request's widest;
+# with 2 slots, five sentences to decode (the empty lines are not), so slots are refilled.
 SENTENCES = ["A dog .", "Two men in orange vests are working on the side of a busy street while "
              "a woman with a red umbrella walks past them and a child waves at the camera .",
              "", "A woman in a blue dress is sitting on a bench in the park .", "A man .",
@@ -22,17 +25,21 @@ SENTENCES = ["A dog .", "Two men in orange vests are working on the side of a bu
 DECODE = "beam_size=2,extra_length=20,max_input_size=32,sub_batch_size=2"
 
 
-@pytest.fixture(scope="module", params=[True, False], ids=["xla", "graph"])
+# (xla, refill_slots): the refill search compiled with XLA, as the default export runs it, and the
+# sorted sub-batches as a plain graph. (The refill search as a graph: tests/test_refill_search.py.)
+@pytest.fixture(scope="module", params=[(True, 2), (False, 0)], ids=["xla-refill", "graph-sub-batches"])
 def exported(request, tiny_model_dir, tmp_path_factory):
   """(model_dir, the loaded SavedModel's signatures, decode hparams), exported with sub-batches of
-  2 and the search compiled with XLA or as a plain graph."""
+  2, refill slots or not, and the search compiled with XLA or as a plain graph."""
   model_dir, _ = tiny_model_dir
   export_dir = tmp_path_factory.mktemp("export_sorted")
-  decode = f"{DECODE},xla={str(request.param).lower()}"
+  xla, slots = request.param
+  decode = f"{DECODE},xla={str(xla).lower()},refill_slots={slots}"
   assert exporter_cli.main([f"--output_dir={model_dir}", f"--export_dir={export_dir}",
                             f"--decode_hparams={decode}", "--version=1"]) == 0
   recorded = json.loads((export_dir / "1" / "assets.extra" / saved_model.DECODE_HPARAMS_FILE).read_text())
-  assert recorded["sub_batch_size"] == 2 and recorded["xla"] is request.param
+  assert recorded["sub_batch_size"] == 2 and recorded["xla"] is xla
+  assert recorded["refill_slots"] == slots
   return model_dir, tf.saved_model.load(str(export_dir / "1")).signatures, DecodeHParams().parse(decode)
 
 

@@ -42,13 +42,14 @@ import keras
 from keras import ops
 
 from t2t_lite.decoding.sampling import (NEG_INF, check_cache_phases, checked_constraint_state,
-                                        decode_limits, greedy_search, run_phases, write_at)
+                                        decode_limits, greedy_search, next_step, read_at,
+                                        run_phases, write_at)
 from t2t_lite.token_ids import EOS_ID, START_ID
 
 
 class BeamState(NamedTuple):
   """The loop variables of the beam search."""
-  step: Any              # [] int32: tokens decoded so far
+  step: Any              # [] int32: tokens decoded so far ([batch]: per sentence, see `grow`)
   alive_ids: Any         # [batch, beam, max_decode_length + 1] int32; position 0: start token
   alive_log_probs: Any   # [batch, beam] float32; -inf for an empty slot
   finished_ids: Any      # [batch, beam, max_decode_length + 1] int32
@@ -205,14 +206,21 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
 
   The cache follows the alive hypotheses with `reorder_cache(cache, source_beams [batch, beam])`
   (see `beam_search`), by default `gather_beams`: every [batch * beam, ...] tensor's rows copied.
+
+  `state.step` is a scalar (the batch search), or [batch]: each sentence at its own step (a
+  refill search's slots, `t2t_lite.decoding.refill_search`); the callback and the constraint then
+  get a step per hypothesis [batch * beam], and a sentence already done keeps its step.
   """
-  step = state.step                                                              # []
-  last_ids = ops.take(state.alive_ids, step, axis=2)                             # [batch, beam]
+  step = state.step                                                              # [] or [batch]
+  per_row = len(step.shape) == 1
+  hypothesis_step = ops.repeat(step, beam_size) if per_row else step             # [] or [b*beam]
+  last_ids = read_at(state.alive_ids, step)                                      # [batch, beam]
   logits, cache = symbols_to_logits_fn(
-      ops.reshape(last_ids, (batch_size * beam_size,)), step, state.cache)       # [batch*beam, V]
+      ops.reshape(last_ids, (batch_size * beam_size,)), hypothesis_step,
+      state.cache)                                                               # [batch*beam, V]
   mask = None
   if constraint is not None:
-    mask = ops.reshape(constraint.allowed(state.constraint, step),
+    mask = ops.reshape(constraint.allowed(state.constraint, hypothesis_step),
                        (batch_size, beam_size, vocab_size))                      # [b, beam, V]
   # Every candidate has length step + 1, so ranking by log-prob is ranking by score.
   topk_log_probs, topk_flat = top_candidates(
@@ -236,11 +244,12 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
     alive_tokens = ops.take_along_axis(topk_tokens, alive_pick, axis=1)          # [b, beam]
     constraint_state = constraint.update(
         gather_beams(constraint_state, source_beams, beam_size),
-        ops.reshape(alive_tokens, (-1,)), step)                                  # [b*beam, ...]
+        ops.reshape(alive_tokens, (-1,)), hypothesis_step)                       # [b*beam, ...]
 
   # Finished: the beam best of the old finished and the candidates that wrote EOS.
-  new_scores = ops.where(topk_finished, topk_log_probs / length_penalty(step + 1, alpha),
-                         NEG_INF)                                                # [b, 2*beam]
+  penalty = length_penalty(step + 1, alpha)                                      # [] or [batch]
+  penalty = penalty[:, None] if per_row else penalty                             # [] or [b, 1]
+  new_scores = ops.where(topk_finished, topk_log_probs / penalty, NEG_INF)       # [b, 2*beam]
   finished_scores, finished_pick = ops.top_k(
       ops.concatenate([state.finished_scores, new_scores], axis=1), beam_size)   # [b, beam]
   finished_ids = _gather(
@@ -248,7 +257,7 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
 
   done = state.done                                                              # [batch]
   return BeamState(
-      step=step + 1,
+      step=next_step(step, done),
       alive_ids=_keep_done(done, state.alive_ids, alive_ids),                    # [b, beam, L+1]
       alive_log_probs=_keep_done(done, state.alive_log_probs, alive_log_probs),  # [b, beam]
       finished_ids=_keep_done(done, state.finished_ids, finished_ids),           # [b, beam, L+1]

@@ -5,6 +5,7 @@ a SavedModel graph and `jax.jit`):
 
     initial_state(...)            -> state: a nested dict of tensors, batch on axis 0
     allowed(state, step)          -> bool [batch, vocab]: the tokens the state may write at `step`
+                                     (a scalar, or [batch]: each row at its own step)
     update(state, tokens, step)   -> the state after writing `tokens` (int [batch]) at `step`
 
 The searches (`greedy_search`, `sampling_search`, `beam_search`) take `constraint=` and
@@ -51,9 +52,12 @@ class ForcedPrefix:
 
   def allowed(self, state, step):
     prefix = state["prefix"]                                                     # [b, P]
-    step = ops.cast(step, "int32")
+    step = ops.cast(step, "int32")                                               # [] or [b]
     position = ops.minimum(step, ops.shape(prefix)[1] - 1)
-    forced = ops.take(prefix, position, axis=1)                                  # [b]
+    if len(position.shape) == 1:  # a step per row (a refill search's slots)
+      forced = ops.take_along_axis(prefix, position[:, None], axis=1)[:, 0]      # [b]
+    else:
+      forced = ops.take(prefix, position, axis=1)                                # [b]
     vocab = ops.arange(self.vocab_size, dtype="int32")[None, :]                  # [1, V]
     free = (step >= state["length"])[:, None]                                    # [b, 1]
     return free | ops.equal(vocab, forced[:, None])                              # [b, V]

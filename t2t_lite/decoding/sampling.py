@@ -58,13 +58,36 @@ def decode_limits(decode_lengths, batch_size, max_decode_length):
 
 
 def write_at(ids, position, tokens):
-  """`ids[..., position] = tokens` for a dynamic scalar `position`.
+  """`ids[..., position] = tokens` for a dynamic scalar `position`, or for a `position` [batch]
+  per row (`ids[b, ..., position[b]] = tokens[b, ...]`, a refill search's slots).
 
   A select rather than `ops.slice_update`, whose TensorFlow kernel is the XLA op
   `XlaDynamicUpdateSlice`: the exported graph keeps to core ops.
   """
-  hit = ops.arange(ops.shape(ids)[-1], dtype="int32") == position      # [length]
+  position = ops.convert_to_tensor(position)
+  if len(position.shape) == 1:                                         # [batch] -> [batch, 1.., 1]
+    position = ops.reshape(position, (-1,) + (1,) * (len(ids.shape) - 1))
+  hit = ops.arange(ops.shape(ids)[-1], dtype="int32") == position      # [length] or [b, 1.., length]
   return ops.where(hit, ops.expand_dims(tokens, -1), ids)              # [..., length]
+
+
+def read_at(ids, position):
+  """`ids[..., position]` for a scalar `position`, or `ids[b, ..., position[b]]` for a `position`
+  [batch] (the inverse of `write_at`)."""
+  position = ops.convert_to_tensor(position)
+  if len(position.shape) == 0:
+    return ops.take(ids, position, axis=-1)                            # [...]
+  position = ops.reshape(position, (-1,) + (1,) * (len(ids.shape) - 1))  # [batch, 1.., 1]
+  hit = ops.arange(ops.shape(ids)[-1], dtype="int32") == position      # [batch, 1.., length]
+  return ops.sum(ops.where(hit, ids, ops.zeros_like(ids)), axis=-1)    # [batch, ...]
+
+
+def next_step(step, done):
+  """The step after `step`: +1 for a scalar (the whole batch moves on); per row for a step
+  [batch], where the rows that are `done` keep theirs (a refill search's finished slots)."""
+  if len(ops.convert_to_tensor(step).shape) == 0:
+    return step + 1
+  return ops.where(done, step, step + 1)                               # [batch]
 
 
 FIRST_CACHE_LENGTH = 16
@@ -145,6 +168,29 @@ def log_softmax(logits):
   return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [..., vocab]
 
 
+def sampling_step(state, symbols_to_logits_fn, pick_fn, limits, eos_id=EOS_ID, constraint=None):
+  """One step of `sampling_loop`: every sentence writes one token (PAD once finished).
+
+  `state.step` is a scalar, or [batch] (each row at its own step: a refill search's slots; a
+  finished row keeps its step). `limits` [batch]: each sentence's maximum output length.
+  """
+  step = state.step                                                    # [] or [batch]
+  last_ids = read_at(state.ids, step)                                  # [batch]
+  logits, cache = symbols_to_logits_fn(last_ids, step, state.cache)    # [batch, vocab]
+  logits = ops.cast(logits, "float32")                                 # [batch, vocab]
+  choices = masked_logits(logits, constraint, state.constraint, step)  # [batch, vocab]
+  tokens = ops.cast(pick_fn(choices, step), "int32")                   # [batch]
+  tokens = ops.where(state.finished, 0, tokens)                        # [batch] PAD after EOS
+  token_log_probs = ops.take_along_axis(
+      log_softmax(logits), ops.expand_dims(tokens, 1), axis=1)[:, 0]   # [batch]
+  log_probs = state.log_probs + ops.where(state.finished, 0.0, token_log_probs)  # [batch]
+  finished = state.finished | (tokens == eos_id) | (step + 1 >= limits)          # [batch]
+  constraint_state = (constraint.update(state.constraint, tokens, step) if constraint is not None
+                      else state.constraint)
+  return SamplingState(next_step(step, state.finished), write_at(state.ids, step + 1, tokens),
+                       log_probs, finished, cache, constraint_state)
+
+
 def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick_fn,
                   eos_id=EOS_ID, decode_lengths=None, constraint=None, constraint_state=None,
                   cache_lengths=None, extend_cache=None):
@@ -159,21 +205,7 @@ def sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
   limits = decode_limits(decode_lengths, batch_size, max_decode_length)  # [batch]
 
   def body(state):
-    step = state.step                                                    # []
-    last_ids = ops.take(state.ids, step, axis=1)                         # [batch]
-    logits, cache = symbols_to_logits_fn(last_ids, step, state.cache)    # [batch, vocab]
-    logits = ops.cast(logits, "float32")                                 # [batch, vocab]
-    choices = masked_logits(logits, constraint, state.constraint, step)  # [batch, vocab]
-    tokens = ops.cast(pick_fn(choices, step), "int32")                   # [batch]
-    tokens = ops.where(state.finished, 0, tokens)                        # [batch] PAD after EOS
-    token_log_probs = ops.take_along_axis(
-        log_softmax(logits), ops.expand_dims(tokens, 1), axis=1)[:, 0]   # [batch]
-    log_probs = state.log_probs + ops.where(state.finished, 0.0, token_log_probs)  # [batch]
-    finished = state.finished | (tokens == eos_id) | (step + 1 >= limits)          # [batch]
-    constraint_state = (constraint.update(state.constraint, tokens, step) if constraint is not None
-                        else state.constraint)
-    return (SamplingState(step + 1, write_at(state.ids, step + 1, tokens), log_probs,
-                          finished, cache, constraint_state),)
+    return (sampling_step(state, symbols_to_logits_fn, pick_fn, limits, eos_id, constraint),)
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.finished))

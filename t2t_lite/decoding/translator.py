@@ -26,7 +26,7 @@ from keras import ops
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
-from t2t_lite.decoding import buckets, sampling, xla_cache
+from t2t_lite.decoding import buckets, refill_search, sampling, xla_cache
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
@@ -62,8 +62,7 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     width = source_ids.shape[1] if source_ids.shape[1] is not None else limit
     max_decode_length = output_length(width, dh, max_position)                     # static
     decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [B]
-    cache_lengths = (sampling.cache_phases(max_decode_length) if dh.cache_phases
-                     else (max_decode_length,))
+    cache_lengths = phase_lengths(dh, max_decode_length)
     phases = {"cache_lengths": cache_lengths, "extend_cache": extend_cache}
     # The beams of a sentence share one cache (decode hparam `shared_beam_cache`): the source
     # mask and memory keys/values once per sentence, captured by the loop body, and one
@@ -76,18 +75,9 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
       fixed = search_lib.tile_to_beams(fixed, dh.beam_size)
     reorder = ({"reorder_cache": lambda cache, beams: reorder_lineage(cache, beams, dh.beam_size)}
                if shared else {})
-    # The transposed embedding, once per search, not once per step (see output_projection).
-    projection = ({"output_projection": model.output_projection()}
-                  if hasattr(model, "output_projection") else {})
-
-    def symbols_to_logits(ids, step, growing):
-      logits, cache = model.decode_step(ids, step, join_cache(growing, fixed), **projection)
-      return logits, split_cache(cache)[0]
-
-    constrained = {}
-    if constraint is not None:
-      constrained = {"constraint": constraint,
-                     "constraint_state": constraint.initial_state(source_ids, decode_lengths)}
+    decode = decoding_callback(model)
+    symbols_to_logits = lambda ids, step, growing: decode(ids, step, growing, fixed)  # noqa: E731
+    constrained = constraint_arguments(constraint, source_ids, decode_lengths)
     if dh.beam_size > 1:
       return search_lib.beam_search(
           symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
@@ -106,6 +96,97 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     return ops.expand_dims(ids, 1), ops.expand_dims(scores, 1)
 
   return search
+
+
+def make_refill_fns(model, decode_hparams, max_position, constraint=None):
+  """The search with slots refilled as sentences finish (`refill_search`), as two functions (the
+  exported SavedModel's, decode hparam `refill_slots`):
+
+  `encode(source_ids [b, w]) -> memory`: each sentence's encoder-decoder keys and values and its
+  source mask (`split_cache`'s fixed part: {"source_mask": [b, w], "memory": {"layer_i": {"k",
+  "v": [b, H, w, d]}}}); a caller encodes sorted sub-batches, each at its own width, and pads
+  them to one width (`pad_memory`).
+
+  `search(source_ids [N, W], memory (at width W), num_sentences []) -> (ids [N, beams, L],
+  scores [N, beams])`: sentences 0 .. num_sentences - 1 decoded in index order through
+  min(refill_slots, N) slots, each sentence's results those of `make_search_fn`'s search (the
+  same length limits, output length L for width W, cache phases and constraint); the rows after
+  num_sentences (padding) are not decoded. N may be unknown when traced; W must be static.
+  """
+  dh = decode_hparams
+  if dh.beam_size == 1 and dh.sampling_temperature > 0:
+    raise ValueError("the refill search decodes greedily or with a beam; sampling "
+                     "(sampling_temperature > 0) runs the batch search (refill_slots=0)")
+  if dh.refill_slots < 1:
+    raise ValueError(f"the refill search needs refill_slots >= 1, got {dh.refill_slots}")
+
+  def encode(source_ids):
+    encoder_output, source_mask = model.encode(ops.cast(source_ids, "int32"), training=False)
+    return split_cache(model.init_cache(encoder_output, source_mask, 1))[1]
+
+  def search(source_ids, memory, num_sentences):
+    source_ids = ops.cast(source_ids, "int32")                                      # [N, W]
+    width = source_ids.shape[1]
+    if width is None:
+      raise ValueError("the refill search needs a static source width (a bucket)")
+    n = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
+    slots = min(dh.refill_slots, n) if isinstance(n, int) else ops.minimum(n, dh.refill_slots)
+    max_decode_length = output_length(width, dh, max_position)                      # static
+    source_length = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)  # [N]
+    decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [N]
+    cache_lengths = phase_lengths(dh, max_decode_length)
+    # The slots' self-attention cache: zeros [slots, H, first phase, d] per layer (the memory of
+    # a dummy one-position source is computed and dropped).
+    dummy = ops.zeros((slots, 1, model.config.hidden_size), model.compute_dtype)
+    growing, _ = split_cache(model.init_cache(dummy, ops.ones((slots, 1), "bool"),
+                                              cache_lengths[0]))
+    constrained = constraint_arguments(constraint, source_ids, decode_lengths)
+    return refill_search.refill_search(
+        decoding_callback(model), memory, growing, slots, dh.beam_size, model.vocab_size,
+        max_decode_length, decode_lengths, num_sentences, alpha=dh.alpha, eos_id=EOS_ID,
+        cache_lengths=cache_lengths, extend_cache=extend_cache, **constrained)
+
+  return encode, search
+
+
+def decoding_callback(model):
+  """`(ids, step, growing, fixed) -> (logits, growing)`: one `decode_step` on the cache split in
+  two (`split_cache`), with the transposed embedding computed once, here, per search, not once
+  per step (see `output_projection`)."""
+  projection = ({"output_projection": model.output_projection()}
+                if hasattr(model, "output_projection") else {})
+
+  def symbols_to_logits(ids, step, growing, fixed):
+    logits, cache = model.decode_step(ids, step, join_cache(growing, fixed), **projection)
+    return logits, split_cache(cache)[0]
+  return symbols_to_logits
+
+
+def constraint_arguments(constraint, source_ids, decode_lengths):
+  """The searches' `constraint` and `constraint_state` arguments ({} without a constraint)."""
+  if constraint is None:
+    return {}
+  return {"constraint": constraint,
+          "constraint_state": constraint.initial_state(source_ids, decode_lengths)}
+
+
+def phase_lengths(decode_hparams, max_decode_length):
+  """The self-attention cache's lengths (decode hparam `cache_phases`; see `make_search_fn`)."""
+  if decode_hparams.cache_phases:
+    return sampling.cache_phases(max_decode_length)
+  return (max_decode_length,)
+
+
+def pad_memory(memory, width):
+  """`make_refill_fns`' encoder memory padded to `width` source positions (masked: the source
+  mask False, the keys and values zero)."""
+  def pad(t, axis):
+    paddings = [(0, 0)] * len(t.shape)
+    paddings[axis] = (0, width - ops.shape(t)[axis])
+    return ops.pad(t, paddings)
+  source_mask = ops.cast(pad(ops.cast(memory["source_mask"], "int32"), 1), "bool")
+  return {"source_mask": source_mask,
+          "memory": keras.tree.map_structure(lambda t: pad(t, 2), memory["memory"])}
 
 
 def split_cache(cache):

@@ -23,7 +23,10 @@ power of two (multiples of BATCH_STEP above it). Padding does not change a sente
 each sentence stops at its own length limit, filler rows are dropped, and padded positions are
 masked. The first request of each shape pays the compile. Inside a request, the sentences are
 sorted by source length and searched in sub-batches of the decode hparam `sub_batch_size`, each
-padded to its own buckets, then put back in request order (`_search_text`).
+padded to its own buckets, then put back in request order (`_search_text`); with the decode
+hparam `refill_slots` > 0 (not for sampling), they go through that many slots instead, each
+taking the request's next sentence, longest source first, as soon as its own is done
+(`_search_refilled`, `t2t_lite.decoding.refill_search`).
 
 The export is written to a temporary folder beside `export_dir/<version>` and renamed at the end,
 so a failed export never leaves a half-written version (TensorFlow Serving would load it).
@@ -40,7 +43,8 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
 from t2t_lite.decoding.buckets import BATCH_STEP, width_buckets
-from t2t_lite.decoding.translator import make_search_fn, output_length, source_limit
+from t2t_lite.decoding.translator import (make_refill_fns, make_search_fn, output_length,
+                                          pad_memory, source_limit)
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
@@ -79,6 +83,21 @@ class TranslationModule(tf.Module):
     self.out_lengths = [output_length(width, decode_hparams, max_position) for width in self.buckets]
     self.sub_batch_size = decode_hparams.sub_batch_size
     self._search_beams = decode_hparams.beam_size                  # 1: greedy and sampling
+    # The refill search (decode hparam refill_slots; never for sampling, whose draws are per
+    # batch row): the encoder and the slots' search, each compiled per shape bucket.
+    self.refill = decode_hparams.refill_slots > 0 and not (
+        decode_hparams.beam_size == 1 and decode_hparams.sampling_temperature > 0)
+    if self.refill:
+      encode, refill = make_refill_fns(model, decode_hparams, max_position, constraint)
+      self._encode = tf.function(encode, jit_compile=bool(decode_hparams.xla))
+      self._refill = tf.function(refill, jit_compile=bool(decode_hparams.xla))
+      # The memory's structure and shapes, batch and source positions unknown (an eager call).
+      example = encode(tf.constant([[EOS_ID, PAD_ID]], tf.int32))
+      self._memory_spec = {
+          "source_mask": tf.TensorSpec([None, None], tf.bool),
+          "memory": tf.nest.map_structure(
+              lambda t: tf.TensorSpec([None, t.shape[1], None, t.shape[3]], t.dtype),
+              example["memory"])}
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     # One trace of tokenizer + search, called by both signatures.
     self._search_text_fn = tf.function(self._search_text, input_signature=text_spec)
@@ -88,7 +107,8 @@ class TranslationModule(tf.Module):
   def _search_text(self, text):
     """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N]).
 
-    The sentences are sorted by source length (stable) and searched in sub-batches of
+    With refill slots (decode hparam `refill_slots` > 0): `_search_refilled`. Otherwise the
+    sentences are sorted by source length (stable) and searched in sub-batches of
     `sub_batch_size` consecutive ones, one after another, each padded to its own width and batch
     bucket (`_search_bucketed`); the results are put back in request order. A request of at most
     `sub_batch_size` sentences (or sub_batch_size <= 0) is one batch, as the decoder's would be.
@@ -100,6 +120,9 @@ class TranslationModule(tf.Module):
     eos = tf.RaggedTensor.from_row_lengths(
         tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(pieces.row_lengths()))
     source = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)                 # [N, S]
+    if self.refill:
+      ids, scores = self._search_refilled(source, lengths, nonempty)
+      return ids, scores, nonempty
     n = tf.shape(source)[0]
     order = tf.argsort(lengths, stable=True)                                  # shortest first
     source, lengths = tf.gather(source, order), tf.gather(lengths, order)
@@ -124,6 +147,78 @@ class TranslationModule(tf.Module):
     ids = tf.ensure_shape(tf.gather(ids.concat(), unsort), [None, beams, None])
     scores = tf.ensure_shape(tf.gather(scores.concat(), unsort), [None, beams])
     return ids, scores, nonempty
+
+  def _search_refilled(self, source, lengths, nonempty):
+    """The refill search over source [N, S] (`make_refill_fns`): ids [N, beams, L], scores [N, beams].
+
+    The non-empty sentences, longest source first, are encoded in sub-batches of
+    `sub_batch_size`, each at its own width bucket (`_encode_bucketed`), padded to the request's
+    width bucket, then decoded through the slots in that order; empty lines are not decoded (ids
+    0). The batch is padded to `padded_batch(N)` rows (never decoded), so the search's programs
+    are those of a few shapes: (padded batch, width bucket), as the batch search's."""
+    n, width = tf.shape(source)[0], tf.shape(source)[1]
+    order = tf.argsort(tf.where(nonempty, lengths, 0), direction="DESCENDING", stable=True)
+    source = tf.gather(source, order)                                        # longest first
+    count = tf.reduce_sum(tf.cast(nonempty, tf.int32))                       # decoded sentences
+    sub = self.sub_batch_size if self.sub_batch_size > 0 else tf.maximum(count, 1)
+    index = self._bucket(width)
+    bucket_width = tf.gather(tf.constant(self.buckets), index)
+    sorted_lengths = tf.gather(lengths, order)
+
+    def encode(i, arrays):
+      rows = source[i * sub:tf.minimum((i + 1) * sub, count)]
+      rows = rows[:, :tf.maximum(tf.reduce_max(sorted_lengths[i * sub:(i + 1) * sub]), 1)]
+      memory = tf.nest.flatten(pad_memory(self._encode_bucketed(rows), bucket_width))
+      return i + 1, [array.write(i, t) for array, t in zip(arrays, memory)]
+
+    chunks = tf.maximum((count + sub - 1) // sub, 1)
+    arrays = [tf.TensorArray(t.dtype, size=chunks, infer_shape=False)
+              for t in tf.nest.flatten(self._memory_spec)]
+    # One sub-batch at a time (parallel_iterations=1), as the batch search's sub-batches.
+    _, arrays = tf.while_loop(lambda i, _: i < chunks, encode, [0, arrays], parallel_iterations=1)
+    batch = padded_batch(n)
+    filler = tf.one_hot(tf.zeros([batch - n], tf.int32), width, on_value=EOS_ID, off_value=PAD_ID,
+                        dtype=tf.int32)
+    padded_source = tf.concat([source, filler], axis=0)                      # [B, S]
+    # Rows count .. B - 1 (empty lines and filler) get zero memory: they are never decoded.
+    memory = [array.concat() for array in arrays]                            # [count, ...]
+    memory = [tf.pad(t, [[0, batch - tf.shape(t)[0]]] + [[0, 0]] * (len(spec.shape) - 1))
+              for t, spec in zip(memory, tf.nest.flatten(self._memory_spec))]  # [B, ...]
+
+    def search_at(index, bucket):
+      def branch():
+        padded = tf.pad(padded_source, [[0, 0], [0, bucket - width]], constant_values=PAD_ID)
+        fixed = tf.nest.pack_sequence_as(self._memory_spec, [
+            tf.ensure_shape(t, [None] + [bucket if d is None else d for d in spec.shape[1:]])
+            for t, spec in zip(memory, tf.nest.flatten(self._memory_spec))])
+        return self._refill(tf.ensure_shape(padded, [None, bucket]), fixed, count)
+      return branch
+
+    ids, scores = tf.switch_case(index, [search_at(i, w) for i, w in enumerate(self.buckets)])
+    unsort = tf.math.invert_permutation(order)
+    beams = self._search_beams
+    return (tf.ensure_shape(tf.gather(ids[:n], unsort), [None, beams, None]),
+            tf.ensure_shape(tf.gather(scores[:n], unsort), [None, beams]))
+
+  def _encode_bucketed(self, source):
+    """The encoder memory of source [n, w] (`make_refill_fns`' encode), the batch padded to
+    `padded_batch(n)` and the width to the next of self.buckets; returns n rows at width w."""
+    n, width = tf.shape(source)[0], tf.shape(source)[1]
+    filler = tf.one_hot(tf.zeros([padded_batch(n) - n], tf.int32), width, on_value=EOS_ID,
+                        off_value=PAD_ID, dtype=tf.int32)
+    source = tf.concat([source, filler], axis=0)                              # [B, w]
+
+    def encode_at(bucket_width):
+      def branch():
+        padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
+        memory = self._encode(tf.ensure_shape(padded, [None, bucket_width]))
+        return tf.nest.flatten(memory)
+      return branch
+
+    memory = tf.switch_case(self._bucket(width), [encode_at(w) for w in self.buckets])
+    memory = tf.nest.pack_sequence_as(self._memory_spec, memory)
+    return {"source_mask": memory["source_mask"][:n, :width],
+            "memory": tf.nest.map_structure(lambda t: t[:n, :, :width], memory["memory"])}
 
   def _bucket(self, width):
     """The index in self.buckets of the bucket a source `width` (int32 scalar) is padded to."""
