@@ -383,6 +383,12 @@ def chained_products(rows, k, n, weights, xla, repeats):
   return lambda _: run().numpy()
 
 
+def gflops(rate):
+  """FLOP/s as GFLOP/s for a table: one decimal, more below 0.1 (the smoke run's tiny products,
+  timed once on a loaded machine, can be that slow, and must not read 0.0)."""
+  return f"{rate / 1e9:.1f}" if rate >= 1e8 else f"{rate / 1e9:.4f}"
+
+
 def product_rates(shapes, rounds, min_seconds, flops_per_call=2e9):
   """{(rows, k, n): {"XLA": FLOP/s, "TF graph": FLOP/s}}: each shape's chain of products
   (`chained_products`, repeated to about `flops_per_call`) with XLA and as a TF graph (oneDNN),
@@ -941,7 +947,7 @@ def print_flops_and_rates(args):
       for (rows, k, n), (weights, names) in shapes.items():
         rate = rates[shape, batch][rows, k, n]
         print(f"| {shape} | {batch} | [{rows}, {k}] x [{k}, {n}] | {'; '.join(names)} | {weights} | "
-              f"{rate['XLA'] / 1e9:.1f} | {rate['TF graph'] / 1e9:.1f} |", flush=True)
+              f"{gflops(rate['XLA'])} | {gflops(rate['TF graph'])} |", flush=True)
   return products, rates
 
 
