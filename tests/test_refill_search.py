@@ -7,7 +7,8 @@ the step from an offset set by the sentence's source length, so sentences end at
 steps (before and after the cache's first phase, 16 positions), by EOS, by the length limit or by
 the early stop. The refill search runs as the SavedModel runs it: traced with the batch unknown,
 with XLA (`jit_compile`) and as a plain graph, and its sources encoded in two sub-batches of their
-own widths, padded to one (`pad_memory`). The SavedModel's own use of it (empty lines, n-best,
+own widths, padded to one (`pad_memory`); a beam's cache shared by its hypotheses (the default,
+`shared_beam_cache`) and tiled per hypothesis. The SavedModel's own use of it (empty lines, n-best,
 request order): tests/test_export_sorted.py.
 """
 
