@@ -7,7 +7,8 @@ the step from an offset set by the sentence's source length, so sentences end at
 steps (before and after the cache's first phase, 16 positions), by EOS, by the length limit or by
 the early stop. The refill search runs as the SavedModel runs it: traced with the batch unknown,
 with XLA (`jit_compile`) and as a plain graph, and its sources encoded in two sub-batches of their
-own widths, padded to one (`pad_memory`). The SavedModel's own use of it (empty lines, n-best,
+own widths, padded to one (`pad_memory`); a beam's cache shared by its hypotheses (the default,
+`shared_beam_cache`) and tiled per hypothesis. The SavedModel's own use of it (empty lines, n-best,
 request order): tests/test_export_sorted.py.
 """
 
@@ -49,7 +50,10 @@ class EosRising:
 
   def decode_step(self, ids, step, cache, **kwargs):
     logits, cache = self.model.decode_step(ids, step, cache, **kwargs)
-    length = ops.sum(ops.cast(cache["source_mask"], "float32"), axis=1)             # [rows]
+    length = ops.sum(ops.cast(cache["source_mask"], "float32"), axis=1)   # [sentences]
+    if "lineage" in cache:  # a cache shared by the g rows of each sentence: [sentences * g]
+      entries = cache["decoder"]["layer_0"]["self"]["k"].shape[2]                   # L * g
+      length = ops.repeat(length, entries // cache["lineage"].shape[1])             # [rows]
     bonus = 1.5 * (ops.cast(step, "float32") - (ops.mod(length * 7.0, 17.0) + 1.0))  # [rows]
     is_eos = ops.arange(VOCAB) == EOS_ID                                           # [V]
     return ops.where(is_eos[None, :], logits + bonus[:, None], logits), cache
@@ -77,8 +81,8 @@ def sources():
   return batch
 
 
-def decode_hparams(beam_size):
-  return DECODE.replace(beam_size=beam_size)
+def decode_hparams(beam_size, shared=True, slots=DECODE.refill_slots):
+  return DECODE.replace(beam_size=beam_size, shared_beam_cache=shared, refill_slots=slots)
 
 
 @functools.cache
@@ -92,16 +96,19 @@ def reference(beam_size, constrained):
           np.concatenate([scores.numpy() for _, scores in results]))
 
 
-def refilled(beam_size, constrained, xla, counts):
-  """The refill search over all ROWS rows, decoding the first `count` of them for each of
-  `counts` (one compiled program: the count is an argument)."""
+def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refill_slots,
+             order=None):
+  """The refill search over all ROWS rows, the sentences in `order` (then the padding rows),
+  decoding the first `count` of them for each of `counts` (one compiled program: the count is an
+  argument); `shared`: the decode hparam `shared_beam_cache`; `order` default: index order."""
   model = tiny_model()
-  encode, search = make_refill_fns(model, decode_hparams(beam_size), model.config.max_position,
-                                   CONSTRAINT if constrained else None)
-  batch = sources()
-  # Two sub-batches, each encoded at its own width (its longest source: 14 and 12 subwords),
-  # padded to WIDTH.
-  row_lengths = LENGTHS + [1] * (ROWS - len(LENGTHS))
+  encode, search = make_refill_fns(model, decode_hparams(beam_size, shared, slots),
+                                   model.config.max_position, CONSTRAINT if constrained else None)
+  rows = list(range(len(LENGTHS)) if order is None else order) + list(range(len(LENGTHS), ROWS))
+  batch = sources()[rows]
+  # Two sub-batches, each encoded at its own width (its longest source: 14 and 12 subwords in
+  # index order), padded to WIDTH.
+  row_lengths = [(LENGTHS + [1] * (ROWS - len(LENGTHS)))[row] for row in rows]
   parts = [pad_memory(encode(batch[rows, :max(row_lengths[rows])]), WIDTH)
            for rows in (slice(0, 4), slice(4, ROWS))]
   memory = keras.tree.map_structure(lambda *t: ops.concatenate(t, axis=0), *parts)
@@ -128,20 +135,28 @@ def check_equal(got, want, beam_size):
   np.testing.assert_allclose(scores, want_scores, rtol=1e-5, atol=1e-5)
 
 
-# (beam, constrained, xla): beam search and greedy, free and constrained, XLA and the plain graph.
-CASES = [(3, False, True), (3, False, False), (1, False, True), (1, False, False),
-         (3, True, True), (1, True, False)]
+# (beam, constrained, xla, shared): beam search and greedy, free and constrained, XLA and the
+# plain graph; a beam's cache shared by its hypotheses (`shared_beam_cache`, the default) or
+# tiled and gathered (greedy has one layout).
+CASES = [(3, False, True, True), (3, False, False, True), (1, False, True, True),
+         (1, False, False, True), (3, True, True, True), (1, True, False, True),
+         (3, False, True, False), (3, False, False, False), (3, True, True, False)]
 
 
-@pytest.mark.parametrize("beam_size, constrained, xla", CASES,
-                         ids=[f"beam{b}-{'constrained' if c else 'free'}-{'xla' if x else 'graph'}"
-                              for b, c, x in CASES])
-def test_refill_search_gives_each_sentence_the_batch_searchs_results(beam_size, constrained, xla):
+def case_id(beam_size, constrained, xla, shared):
+  return "-".join([f"beam{beam_size}", "constrained" if constrained else "free",
+                   "xla" if xla else "graph"] + ([] if shared or beam_size == 1 else ["tiled"]))
+
+
+@pytest.mark.parametrize("beam_size, constrained, xla, shared", CASES,
+                         ids=[case_id(*case) for case in CASES])
+def test_refill_search_gives_each_sentence_the_batch_searchs_results(beam_size, constrained, xla,
+                                                                     shared):
   want_ids, want_scores = reference(beam_size, constrained)
   # The sentences really end at different steps, on both sides of the first cache phase (16).
   lengths = output_lengths(want_ids)
   assert min(lengths) < 16 < max(lengths) and len(set(lengths)) >= 5, lengths
-  every, two = refilled(beam_size, constrained, xla, counts=(len(LENGTHS), 2))
+  every, two = refilled(beam_size, constrained, xla, counts=(len(LENGTHS), 2), shared=shared)
   # 8 sentences through 3 slots: each refilled at least once; all the n-best lists.
   check_equal((every[0][:len(LENGTHS)], every[1][:len(LENGTHS)]), (want_ids, want_scores),
               beam_size)
@@ -150,6 +165,27 @@ def test_refill_search_gives_each_sentence_the_batch_searchs_results(beam_size, 
   # Fewer sentences than slots (2 of 3: one slot empty from the start), the same program.
   check_equal((two[0][:2], two[1][:2]), (want_ids[:2], want_scores[:2]), beam_size)
   assert not two[0][2:].any() and not two[1][2:].any()
+
+
+@pytest.mark.parametrize("beam_size, shared", [(3, True), (3, False), (1, True)],
+                         ids=["beam3", "beam3-tiled", "greedy"])
+def test_a_refilled_slot_reads_only_its_new_sentences_cache_entries(beam_size, shared):
+  """Two slots, the sentences longest output first: each slot's later sentences start at step 0
+  over the keys/values (and, shared, the lineage) of a longer sentence before them, while the
+  other slot is steps ahead; what a query may read follows its own row's step, so none of the
+  old entries weighs in and every sentence gets the batch search's results. (A mask that let a
+  row see the positions up to the search's largest step, as a batch search's scalar step does,
+  gives the refilled sentences different outputs here.)"""
+  want_ids, want_scores = reference(beam_size, False)
+  lengths = output_lengths(want_ids)
+  order = sorted(range(len(LENGTHS)), key=lambda i: -lengths[i])
+  # Longest first: a slot's next sentence is never longer than its last, and mostly shorter,
+  # which leaves it the old sentence's entries past its own.
+  assert lengths[order[0]] > lengths[order[2]] and len(set(lengths)) >= 5, lengths
+  (ids, scores), = refilled(beam_size, False, False, counts=(len(LENGTHS),), shared=shared,
+                            slots=2, order=order)
+  check_equal((ids[:len(LENGTHS)], scores[:len(LENGTHS)]),
+              (want_ids[order], want_scores[order]), beam_size)
 
 
 def test_constrained_outputs_are_trees_and_differ_from_free_ones():

@@ -23,14 +23,22 @@ The model is reached through one callback:
         -> (logits [slots * beams, vocab], new_cache)
 
 `cache`: the growing self-attention cache, [slots * beams, ...] (sentence-major, as
-`beam_search`'s); `inputs`: each row's sentence's entries of `sentence_inputs` ([N, ...], e.g. the
-encoder-decoder keys and values and the source mask). A slot that holds no sentence, or whose
+`beam_search`'s), gathered with the hypotheses every step; `inputs`: each row's sentence's entries
+of `sentence_inputs` ([N, ...], e.g. the encoder-decoder keys and values and the source mask).
+With `reorder_cache` (`beam_search`'s), the cache is laid out by the caller and follows the
+hypotheses as that function says, and `inputs` are each slot's sentence's entries, [slots, ...]:
+the Transformer's cache shared by a slot's beams (`translator.shared_beams`), the memory keys and
+values once per slot, one self-attention cache [slots, H, L * beams, d] written in place, and a
+lineage [slots * beams, L] that alone is reordered. A slot that holds no sentence, or whose
 sentence is done, still runs (its rows are part of the batch) but changes nothing.
 
-A refilled slot gets a fresh search state, its new sentence's inputs, constraint state and length
-limit. Its self-attention cache rows are not cleared: the sentence writes position t at its step t
-before any query reads it, and the causal mask gives every later position exactly zero weight,
-whatever an earlier sentence left there (tests/test_per_row_steps.py).
+A refilled slot gets a fresh search state (its step back to 0), its new sentence's inputs,
+constraint state and length limit. Its self-attention cache (keys, values and lineage) is not
+cleared: a row at step t writes position t, keys/values and lineage, before any query reads it,
+and the causal rule on the row's own step gives every later position exactly zero weight,
+whatever an earlier sentence left there; so a query only ever reads positions its current
+sentence wrote (tests/test_per_row_steps.py; tests/test_refill_search.py runs sentences through
+one slot after longer ones).
 
 The cache grows in phases (`cache_lengths`, as in the batch searches, `sampling.run_phases`): a
 step runs in a phase while every occupied slot's step is below the phase's length; when a slot
@@ -55,11 +63,11 @@ from t2t_lite.token_ids import EOS_ID, START_ID
 class RefillState(NamedTuple):
   """The loop variables of the refill search."""
   step: Any       # [] int32: the largest step of an occupied slot (the cache's next position)
-  cache: Any      # the growing cache, each tensor [slots * beams, ...]
+  cache: Any      # the growing cache, each tensor [slots * beams, ...] (or the caller's layout)
   slots: Any      # the slots' BeamState (beam > 1) or SamplingState (greedy); step [slots]; cache {}
   sentence: Any   # [slots] int32: the sentence each slot holds; num_sentences: none
   waiting: Any    # [] int32: the next sentence to start (num_sentences: none left)
-  inputs: Any     # each row's sentence inputs, [slots * beams, ...]
+  inputs: Any     # each row's sentence inputs, [slots * beams, ...] ([slots, ...]: reorder_cache)
   limits: Any     # [slots] int32: the slot's sentence's output length limit, EOS included
   ids: Any        # [N, beams, max_decode_length] int32: the results, by sentence
   scores: Any     # [N, beams] float32
@@ -68,9 +76,10 @@ class RefillState(NamedTuple):
 class _BeamSlots:
   """Each slot runs `beam_search`'s algorithm for its sentence."""
 
-  def __init__(self, beam_size, vocab_size, alpha, eos_id, stop_early, constraint):
+  def __init__(self, beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache):
     self.beams, self.vocab_size, self.alpha = beam_size, vocab_size, alpha
     self.eos_id, self.stop_early, self.constraint = eos_id, stop_early, constraint
+    self.reorder_cache = reorder_cache
 
   def fresh(self, slots, max_decode_length):
     """A new sentence's state in every slot (constraint {}: the caller's)."""
@@ -82,7 +91,7 @@ class _BeamSlots:
 
   def step(self, state, symbols_to_logits_fn, slots, limits):
     state = grow(state, symbols_to_logits_fn, slots, self.beams, self.vocab_size, self.alpha,
-                 self.eos_id, self.constraint)
+                 self.eos_id, self.constraint, self.reorder_cache)
     return state._replace(done=sentence_done(state, limits, self.alpha, self.stop_early))
 
   def done(self, state):
@@ -132,7 +141,7 @@ def _select_rows(rows, new, old):
 def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slots, beam_size,
                   vocab_size, max_decode_length, decode_lengths, num_sentences=None, alpha=0.6,
                   eos_id=EOS_ID, stop_early=True, constraint=None, constraint_state=None,
-                  cache_lengths=None, extend_cache=None):
+                  cache_lengths=None, extend_cache=None, reorder_cache=None):
   """Decodes N sentences through `num_slots` slots refilled as sentences finish.
 
   Args:
@@ -141,7 +150,8 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     sentence_inputs: nested dict of tensors [N, ...], each sentence's inputs to the callback
       (may be empty); N >= 1.
     initial_cache: nested dict of zero tensors [num_slots, ...], the growing cache of the slots
-      (at `cache_lengths[0]` positions); tiled here to [num_slots * beams, ...].
+      (at `cache_lengths[0]` positions); tiled here to [num_slots * beams, ...] (with
+      `reorder_cache`: the slots' cache as the caller lays it out, taken as it is).
     num_slots: S, a Python int or a scalar int32 tensor (shapes of the loop's state).
     beam_size, vocab_size: Python ints; `beam_size=1` is greedy decoding (`greedy_search`).
     max_decode_length: the output buffers' length (Python int, or a scalar tensor without phases).
@@ -152,6 +162,8 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     constraint, constraint_state: optional, a constraint and its initial state [N, ...] per
       sentence (`t2t_lite.decoding.constraints`).
     cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`).
+    reorder_cache: optional, beam > 1: `(cache, source_beams [S, beams]) -> cache`, how the cache
+      follows the hypotheses (`beam_search`'s); the callback's `inputs` are then per slot.
 
   Returns:
     ids [N, beams, max_decode_length] int32 and scores [N, beams] float32, each sentence's the
@@ -163,8 +175,10 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     raise ValueError("a constraint needs its initial state: pass constraint_state= "
                      "(constraint.initial_state(...), one row per sentence)")
   algo = (_GreedySlots(eos_id, constraint) if beam_size == 1 else
-          _BeamSlots(beam_size, vocab_size, alpha, eos_id, stop_early, constraint))
+          _BeamSlots(beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache))
   beams = algo.beams
+  # The callback's inputs: one copy per slot for a cache the beams share, else one per row.
+  copies = 1 if reorder_cache is not None else beams
   decode_lengths = ops.cast(ops.convert_to_tensor(decode_lengths), "int32")       # [N]
   total = ops.shape(decode_lengths)[0]                                           # N
   limits_all = ops.clip(decode_lengths, 1, max_decode_length)                    # [N]
@@ -189,17 +203,18 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     sentence = ops.where(started, candidate, ops.where(free, count, r.sentence))  # [S]
     waiting = r.waiting + ops.sum(ops.cast(started, "int32"))                    # []
     index = ops.clip(sentence, 0, total - 1)                                     # [S]
-    row_started, row_index = ops.repeat(started, beams), ops.repeat(index, beams)  # [S*beams]
-    gathered = lambda tree: keras.tree.map_structure(                            # noqa: E731
-        lambda t: ops.take(t, row_index, axis=0), tree)                          # [S*beams, ...]
+    row_started = ops.repeat(started, beams)                                     # [S*beams]
+    gathered = lambda tree, copies: keras.tree.map_structure(                    # noqa: E731
+        lambda t: ops.take(t, ops.repeat(index, copies), axis=0), tree)          # [S*copies, ...]
     slots = _select_rows(started, fresh, r.slots._replace(constraint={}))
-    slots = slots._replace(constraint=_select_rows(row_started, gathered(constraint_state),
+    slots = slots._replace(constraint=_select_rows(row_started, gathered(constraint_state, beams),
                                                    r.slots.constraint))
     return r._replace(
         slots=slots, sentence=sentence, waiting=waiting,
-        # Every slot's rows of its sentence: the same values where no new sentence started (one
-        # gather, not a gather and a select over the keys and values of every slot).
-        inputs=gathered(sentence_inputs),
+        # Every slot's (or row's) copy of its sentence's inputs: the same values where no new
+        # sentence started (one gather, not a gather and a select over the keys and values of
+        # every slot).
+        inputs=gathered(sentence_inputs, copies),
         limits=ops.where(started, ops.take(limits_all, index, axis=0), r.limits),
         ids=out_ids, scores=out_scores)
 
@@ -220,16 +235,16 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
   def cond(r):
     return ops.any(r.sentence < count)
 
-  first_rows = ops.zeros((num_slots * beams,), "int32")
-  start = lambda tree: keras.tree.map_structure(                                 # noqa: E731
-      lambda t: ops.take(t, first_rows, axis=0), tree)
+  start = lambda tree, copies: keras.tree.map_structure(                         # noqa: E731
+      lambda t: ops.take(t, ops.zeros((num_slots * copies,), "int32"), axis=0), tree)
   empty = RefillState(
       step=ops.convert_to_tensor(0, "int32"),
-      cache=tile_to_beams(initial_cache, beams),                                 # [S*beams, ...]
-      slots=algo.emptied(fresh)._replace(constraint=start(constraint_state)),
+      cache=(initial_cache if reorder_cache is not None
+             else tile_to_beams(initial_cache, beams)),                          # [S*beams, ...]
+      slots=algo.emptied(fresh)._replace(constraint=start(constraint_state, beams)),
       sentence=ops.full((num_slots,), count, "int32"),                           # [S]: none
       waiting=ops.convert_to_tensor(0, "int32"),
-      inputs=start(sentence_inputs),                                             # [S*beams, ...]
+      inputs=start(sentence_inputs, copies),                                     # [S*copies, ...]
       limits=ops.ones((num_slots,), "int32"),                                    # [S]
       ids=ops.zeros((total, beams, max_decode_length), "int32"),                 # [N, beams, L]
       scores=ops.zeros((total, beams), "float32"))                               # [N, beams]

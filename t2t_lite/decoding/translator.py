@@ -28,6 +28,7 @@ from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import buckets, refill_search, sampling, xla_cache
 from t2t_lite.hparams import DecodeHParams
+from t2t_lite.models.transformer import join_cache, split_cache
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
@@ -68,13 +69,11 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     # mask and memory keys/values once per sentence, captured by the loop body, and one
     # self-attention cache that only a lineage indexes (`reorder_lineage`). Without it, the
     # fixed part is tiled once here, and the self-attention cache reordered every step.
-    shared = dh.beam_size > 1 and dh.shared_beam_cache
+    groups, reorder = shared_beams(dh)
     growing, fixed = split_cache(model.init_cache(encoder_output, source_mask, cache_lengths[0],
-                                                  dh.beam_size if shared else None))
-    if dh.beam_size > 1 and not shared:
+                                                  groups))
+    if dh.beam_size > 1 and not groups:
       fixed = search_lib.tile_to_beams(fixed, dh.beam_size)
-    reorder = ({"reorder_cache": lambda cache, beams: reorder_lineage(cache, beams, dh.beam_size)}
-               if shared else {})
     decode = decoding_callback(model)
     symbols_to_logits = lambda ids, step, growing: decode(ids, step, growing, fixed)  # noqa: E731
     constrained = constraint_arguments(constraint, source_ids, decode_lengths)
@@ -100,29 +99,33 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
 
 def make_refill_fns(model, decode_hparams, max_position, constraint=None):
   """The search with slots refilled as sentences finish (`refill_search`), as two functions (the
-  exported SavedModel's, decode hparam `refill_slots`):
+  exported SavedModel's, decode hparam `refill_slots`; see `refills` for when it applies):
 
   `encode(source_ids [b, w]) -> memory`: each sentence's encoder-decoder keys and values and its
-  source mask (`split_cache`'s fixed part: {"source_mask": [b, w], "memory": {"layer_i": {"k",
-  "v": [b, H, w, d]}}}); a caller encodes sorted sub-batches, each at its own width, and pads
-  them to one width (`pad_memory`).
+  source mask (`Transformer.memory_cache`, `split_cache`'s fixed part: {"source_mask": [b, w],
+  "memory": {"layer_i": {"k", "v": [b, H, w, d]}}}); a caller encodes sorted sub-batches, each
+  at its own width, and pads them to one width (`pad_memory`).
 
   `search(source_ids [N, W], memory (at width W), num_sentences []) -> (ids [N, beams, L],
   scores [N, beams])`: sentences 0 .. num_sentences - 1 decoded in index order through
   min(refill_slots, N) slots, each sentence's results those of `make_search_fn`'s search (the
   same length limits, output length L for width W, cache phases and constraint); the rows after
   num_sentences (padding) are not decoded. N may be unknown when traced; W must be static.
+
+  The cache is laid out as the batch search's (`shared_beams`): with a beam and
+  `shared_beam_cache` (the default), a slot's sentence's memory keys/values once per slot, one
+  self-attention cache per slot, [slots, H, L * beam, d], and a lineage [slots * beam, L] that
+  alone follows the hypotheses; otherwise a copy per hypothesis, gathered with them every step.
   """
   dh = decode_hparams
-  if dh.beam_size == 1 and dh.sampling_temperature > 0:
-    raise ValueError("the refill search decodes greedily or with a beam; sampling "
-                     "(sampling_temperature > 0) runs the batch search (refill_slots=0)")
-  if dh.refill_slots < 1:
-    raise ValueError(f"the refill search needs refill_slots >= 1, got {dh.refill_slots}")
+  if not refills(dh):
+    raise ValueError(f"the refill search needs refill_slots >= 1 (got {dh.refill_slots}) and "
+                     "decodes greedily or with a beam; sampling (sampling_temperature > 0, beam 1) "
+                     "runs the batch search (refill_slots=0)")
+  groups, reorder = shared_beams(dh)
 
   def encode(source_ids):
-    encoder_output, source_mask = model.encode(ops.cast(source_ids, "int32"), training=False)
-    return split_cache(model.init_cache(encoder_output, source_mask, 1))[1]
+    return model.memory_cache(*model.encode(ops.cast(source_ids, "int32"), training=False))
 
   def search(source_ids, memory, num_sentences):
     source_ids = ops.cast(source_ids, "int32")                                      # [N, W]
@@ -135,18 +138,37 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
     source_length = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)  # [N]
     decode_lengths = ops.minimum(source_length + dh.extra_length, max_decode_length)  # [N]
     cache_lengths = phase_lengths(dh, max_decode_length)
-    # The slots' self-attention cache: zeros [slots, H, first phase, d] per layer (the memory of
-    # a dummy one-position source is computed and dropped).
-    dummy = ops.zeros((slots, 1, model.config.hidden_size), model.compute_dtype)
-    growing, _ = split_cache(model.init_cache(dummy, ops.ones((slots, 1), "bool"),
-                                              cache_lengths[0]))
+    growing = model.init_self_cache(slots, cache_lengths[0], groups)  # zeros [slots, H, L(*g), d]
     constrained = constraint_arguments(constraint, source_ids, decode_lengths)
     return refill_search.refill_search(
         decoding_callback(model), memory, growing, slots, dh.beam_size, model.vocab_size,
         max_decode_length, decode_lengths, num_sentences, alpha=dh.alpha, eos_id=EOS_ID,
-        cache_lengths=cache_lengths, extend_cache=extend_cache, **constrained)
+        cache_lengths=cache_lengths, extend_cache=extend_cache, **constrained, **reorder)
 
   return encode, search
+
+
+def samples(decode_hparams) -> bool:
+  """Whether the search draws its tokens at random (`sampling_temperature` > 0 with beam 1)."""
+  return decode_hparams.beam_size <= 1 and decode_hparams.sampling_temperature > 0
+
+
+def refills(decode_hparams) -> bool:
+  """Whether translations go through the refill search (`make_refill_fns`): `refill_slots` > 0,
+  and a beam or greedy search (sampling's draws belong to batch rows: it runs the batch search)."""
+  return decode_hparams.refill_slots > 0 and not samples(decode_hparams)
+
+
+def shared_beams(decode_hparams):
+  """How the searches lay out a beam's cache (decode hparam `shared_beam_cache`, beam > 1):
+  (g, {"reorder_cache": ...}), the hypotheses of a sentence sharing one cache of groups of g
+  (`Transformer.init_cache(..., beam_size=g)`) that only its lineage follows (`reorder_lineage`);
+  else (None, {}): a cache per hypothesis, tiled and gathered with the beams (greedy has one
+  hypothesis a sentence and so never reorders)."""
+  beam_size = decode_hparams.beam_size
+  if beam_size > 1 and decode_hparams.shared_beam_cache:
+    return beam_size, {"reorder_cache": lambda cache, beams: reorder_lineage(cache, beams, beam_size)}
+  return None, {}
 
 
 def decoding_callback(model):
@@ -189,22 +211,6 @@ def pad_memory(memory, width):
           "memory": keras.tree.map_structure(lambda t: pad(t, 2), memory["memory"])}
 
 
-def split_cache(cache):
-  """`Transformer.init_cache`'s dict -> (growing, fixed).
-
-  growing: {"layer_i": self-attention {"k", "v"}}, written at every step and reordered with the
-  beams (a cache shared by the beams: and "lineage", which alone is reordered); fixed:
-  {"source_mask", "memory": {"layer_i": {"k", "v"}}}, the same for every beam.
-  """
-  layers = cache["decoder"]
-  growing = {name: layer["self"] for name, layer in layers.items()}
-  if "lineage" in cache:
-    growing["lineage"] = cache["lineage"]
-  return (growing,
-          {"source_mask": cache["source_mask"],
-           "memory": {name: layer["memory"] for name, layer in layers.items()}})
-
-
 def extend_cache(growing, length):
   """The growing cache (`split_cache`'s: self-attention {"k", "v"} [B, H, L, d] per layer; shared
   by the beams, [B, H, L * beam, d] and a lineage [B * beam, L]) with zero positions appended up
@@ -229,16 +235,6 @@ def reorder_lineage(growing, source_beams, beam_size):
   continues, source_beams[b, j]; the keys/values stay in the slots that wrote them."""
   return {**growing,
           "lineage": search_lib.gather_beams(growing["lineage"], source_beams, beam_size)}
-
-
-def join_cache(growing, fixed):
-  """The inverse of `split_cache`."""
-  cache = {"source_mask": fixed["source_mask"],
-           "decoder": {name: {"self": growing[name], "memory": fixed["memory"][name]}
-                       for name in growing if name != "lineage"}}
-  if "lineage" in growing:
-    cache["lineage"] = growing["lineage"]
-  return cache
 
 
 def output_length(width, decode_hparams, max_position):
@@ -317,7 +313,7 @@ class Translator:
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
                                jit_compile=bool(decode_hparams.xla))
     # Sampling takes its seed as an argument: another seed (`reseeded`) runs the same programs.
-    self._seeded = decode_hparams.beam_size <= 1 and decode_hparams.sampling_temperature > 0
+    self._seeded = samples(decode_hparams)
 
   def reseeded(self, seed: int) -> "Translator":
     """This translator sampling with another `seed` (decode_files' later passes): it shares this

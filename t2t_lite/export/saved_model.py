@@ -37,6 +37,7 @@ import json
 import os
 import shutil
 import time
+import types
 
 import tensorflow as tf
 
@@ -44,7 +45,7 @@ from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
 from t2t_lite.decoding.buckets import BATCH_STEP, width_buckets
 from t2t_lite.decoding.translator import (make_refill_fns, make_search_fn, output_length,
-                                          pad_memory, source_limit)
+                                          pad_memory, refills, source_limit)
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
@@ -77,20 +78,24 @@ class TranslationModule(tf.Module):
     self.vocab_size = model.vocab_size
     max_position = model.config.max_position
     self.limit = source_limit(decode_hparams, max_position)
-    self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
-                               jit_compile=bool(decode_hparams.xla))
+    # The compiled searches live in `self.programs`, a plain namespace that tf.Module does not
+    # track: the signatures' graph calls them (and the SavedModel holds them as its functions),
+    # but `tf.saved_model.save` would trace each tracked tf.function again, on its own.
+    self.programs = types.SimpleNamespace()
+    self.programs.search = tf.function(make_search_fn(model, decode_hparams, max_position,
+                                                      constraint),
+                                       jit_compile=bool(decode_hparams.xla))
     self.buckets = width_buckets(self.limit)
     self.out_lengths = [output_length(width, decode_hparams, max_position) for width in self.buckets]
     self.sub_batch_size = decode_hparams.sub_batch_size
     self._search_beams = decode_hparams.beam_size                  # 1: greedy and sampling
     # The refill search (decode hparam refill_slots; never for sampling, whose draws are per
-    # batch row): the encoder and the slots' search, each compiled per shape bucket.
-    self.refill = decode_hparams.refill_slots > 0 and not (
-        decode_hparams.beam_size == 1 and decode_hparams.sampling_temperature > 0)
+    # batch row: `refills`): the encoder and the slots' search, each compiled per shape bucket.
+    self.refill = refills(decode_hparams)
     if self.refill:
       encode, refill = make_refill_fns(model, decode_hparams, max_position, constraint)
-      self._encode = tf.function(encode, jit_compile=bool(decode_hparams.xla))
-      self._refill = tf.function(refill, jit_compile=bool(decode_hparams.xla))
+      self.programs.encode = tf.function(encode, jit_compile=bool(decode_hparams.xla))
+      self.programs.refill = tf.function(refill, jit_compile=bool(decode_hparams.xla))
       # The memory's structure and shapes, batch and source positions unknown (an eager call).
       example = encode(tf.constant([[EOS_ID, PAD_ID]], tf.int32))
       self._memory_spec = {
@@ -99,8 +104,10 @@ class TranslationModule(tf.Module):
               lambda t: tf.TensorSpec([None, t.shape[1], None, t.shape[3]], t.dtype),
               example["memory"])}
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
-    # One trace of tokenizer + search, called by both signatures.
-    self._search_text_fn = tf.function(self._search_text, input_signature=text_spec)
+    # One trace of tokenizer + search, here, called by both signatures: a concrete function, not
+    # a tf.function, which `tf.saved_model.save` would trace again in its own context.
+    self._search_text_fn = tf.function(self._search_text,
+                                       input_signature=text_spec).get_concrete_function()
     self.serve = tf.function(self._serve, input_signature=text_spec)
     self.serve_nbest = tf.function(self._serve_nbest, input_signature=text_spec)
 
@@ -191,7 +198,7 @@ class TranslationModule(tf.Module):
         fixed = tf.nest.pack_sequence_as(self._memory_spec, [
             tf.ensure_shape(t, [None] + [bucket if d is None else d for d in spec.shape[1:]])
             for t, spec in zip(memory, tf.nest.flatten(self._memory_spec))])
-        return self._refill(tf.ensure_shape(padded, [None, bucket]), fixed, count)
+        return self.programs.refill(tf.ensure_shape(padded, [None, bucket]), fixed, count)
       return branch
 
     ids, scores = tf.switch_case(index, [search_at(i, w) for i, w in enumerate(self.buckets)])
@@ -211,7 +218,7 @@ class TranslationModule(tf.Module):
     def encode_at(bucket_width):
       def branch():
         padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
-        memory = self._encode(tf.ensure_shape(padded, [None, bucket_width]))
+        memory = self.programs.encode(tf.ensure_shape(padded, [None, bucket_width]))
         return tf.nest.flatten(memory)
       return branch
 
@@ -236,7 +243,7 @@ class TranslationModule(tf.Module):
     def search_at(index, bucket_width):
       def branch():
         padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
-        ids, scores = self._search(tf.ensure_shape(padded, [None, bucket_width]))
+        ids, scores = self.programs.search(tf.ensure_shape(padded, [None, bucket_width]))
         if ids.shape[2] != self.out_lengths[index]:
           raise AssertionError(f"the search at width {bucket_width} returned {ids.shape[2]} "
                                f"positions, not {self.out_lengths[index]}")

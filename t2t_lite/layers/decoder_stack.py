@@ -53,6 +53,19 @@ class Decoder(LayerStack):
     return {f"layer_{i}": layer.init_cache(memory, max_length, groups)
             for i, layer in enumerate(self.layers)}
 
+  def init_self_cache(self, batch_size, max_length, groups=None):
+    """`init_cache`'s self-attention keys/values alone, zeros, without an encoder output:
+    {"layer_i": {"k", "v"}} (a search's slots made before any sentence is encoded)."""
+    return {f"layer_{i}": layer.self_attention.init_cache(batch_size, max_length, groups)
+            for i, layer in enumerate(self.layers)}
+
+  def memory_cache(self, memory):
+    """`init_cache`'s encoder-decoder keys/values alone: {"layer_i": {"k", "v"}}, `memory`
+    [B, S, d] projected once per layer."""
+    checks.check_rank("memory", memory, (3,), "[batch, source_length, hidden_size]")
+    return {f"layer_{i}": layer.encdec_attention.compute_memory_kv(memory)
+            for i, layer in enumerate(self.layers)}
+
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
            query_groups=None, self_attention_mask=None, return_attention_scores=False,
            training=None):

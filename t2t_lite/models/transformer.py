@@ -48,6 +48,32 @@ def lineage_mask(lineage, groups):
   return ops.reshape(mask, (-1, groups, length * groups))                       # [B, g, L * g]
 
 
+def split_cache(cache):
+  """`Transformer.init_cache`'s dict -> (growing, fixed).
+
+  growing: {"layer_i": self-attention {"k", "v"}}, written at every step and reordered with the
+  beams (a cache shared by the beams: and "lineage", which alone is reordered); fixed:
+  {"source_mask", "memory": {"layer_i": {"k", "v"}}}, the same for every beam.
+  """
+  layers = cache["decoder"]
+  growing = {name: layer["self"] for name, layer in layers.items()}
+  if "lineage" in cache:
+    growing["lineage"] = cache["lineage"]
+  return (growing,
+          {"source_mask": cache["source_mask"],
+           "memory": {name: layer["memory"] for name, layer in layers.items()}})
+
+
+def join_cache(growing, fixed):
+  """The inverse of `split_cache`."""
+  cache = {"source_mask": fixed["source_mask"],
+           "decoder": {name: {"self": growing[name], "memory": fixed["memory"][name]}
+                       for name in growing if name != "lineage"}}
+  if "lineage" in growing:
+    cache["lineage"] = growing["lineage"]
+  return cache
+
+
 @registry.models.register
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class Transformer(keras.Model):
@@ -204,7 +230,8 @@ class Transformer(keras.Model):
        "decoder": {"layer_i": {"self": {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]},
                                "memory": {"k": [B, H, S, d_k], "v": [B, H, S, d_v]}}}}
       Self-attention k/v are preallocated zeros; the memory k/v are the encoder output's keys and
-      values, projected once here.
+      values, projected once here. Its two parts can also be made apart (`split_cache`'s):
+      `init_self_cache` and `memory_cache`.
 
     With `beam_size=g`, a cache that the g hypotheses of each sentence share (`decode_step` then
     takes B * g rows, sentence-major): nothing is tiled, the memory k/v and the source mask stay
@@ -214,18 +241,31 @@ class Transformer(keras.Model):
     beam search reorders only the lineage with the hypotheses
     (`translator.reorder_lineage`), never the keys/values.
     """
+    return join_cache(self.init_self_cache(ops.shape(source_mask)[0], max_length, beam_size),
+                      self.memory_cache(encoder_output, source_mask))
+
+  def init_self_cache(self, batch_size, max_length, beam_size=None):
+    """`init_cache`'s part that decoding writes (`split_cache`'s growing part), zeros, made
+    without an encoder output: {"layer_i": {"k", "v"}} per decoder layer, [B, H, max_length, d]
+    (with `beam_size=g`: [B, H, max_length * g, d], and "lineage" int32 [B * g, max_length]).
+    `batch_size` may be a scalar tensor."""
     if not isinstance(max_length, int) or max_length < 1:
       raise ValueError(f"`max_length` must be a positive Python int (static cache size); got "
                        f"{max_length!r}.")
     if self.config.position_encoding == "learned" and max_length > self.config.max_position:
       raise ValueError(f"max_length {max_length} exceeds max_position {self.config.max_position} "
                        "of the learned position table; decode shorter outputs.")
-    source_mask = checks.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
-    cache = {"source_mask": source_mask,
-             "decoder": self.decoder.init_cache(encoder_output, max_length, beam_size)}
+    growing = self.decoder.init_self_cache(batch_size, max_length, beam_size)
     if beam_size is not None:
-      cache["lineage"] = ops.zeros((ops.shape(source_mask)[0] * beam_size, max_length), "int32")
-    return cache
+      growing["lineage"] = ops.zeros((batch_size * beam_size, max_length), "int32")
+    return growing
+
+  def memory_cache(self, encoder_output, source_mask):
+    """`init_cache`'s part fixed for a sentence (`split_cache`'s fixed part): {"source_mask":
+    [B, S], "memory": {"layer_i": {"k", "v": [B, H, S, d]}}}, the encoder output's keys and
+    values projected once per decoder layer."""
+    source_mask = checks.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
+    return {"source_mask": source_mask, "memory": self.decoder.memory_cache(encoder_output)}
 
   def output_projection(self):
     """The pre-softmax projection as a [d, V] matrix (`SharedEmbedding.transposed_table`): a
