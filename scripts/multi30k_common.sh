@@ -6,6 +6,8 @@
 #                  problem downloads Multi30k's public files into DATA_DIR/multi30k
 #   DATA_DIR       the vocabulary (t2t_data)
 #   HPARAMS        hparams set and overrides (multi30k), e.g. multi30k,learning_rate_warmup_steps=400
+#                  An item problem=NAME picks the problem instead of translate_ende_multi30k (8,000
+#                  BPE pieces), e.g. multi30k,problem=translate_ende_multi30k4k (4,000 pieces)
 #   TRAIN_MINUTES  wall-time budget of the training (55); TRAIN_STEPS=N trains N updates instead
 #                  (a rerun then resumes from the last checkpoint)
 #   SAVE_STEPS     updates between checkpoints (200); one is also saved at the end
@@ -45,8 +47,16 @@ multi30k_train() {
   shift
   local budget=(--train_steps=100000 --train_minutes="$MINUTES")
   [ -n "$STEPS" ] && budget=(--train_steps="$STEPS")
-  t2t-lite-trainer --problem=translate_ende_multi30k "${RAW_FLAG[@]}" --data_dir="$DATA" \
-    --hparams="$HPARAMS" --output_dir="$out" "${budget[@]}" \
+  local items item problem=translate_ende_multi30k hparams=()
+  IFS=, read -ra items <<< "$HPARAMS"
+  for item in "${items[@]}"; do
+    case $item in
+      problem=*) problem=${item#problem=} ;;
+      *) hparams+=("$item") ;;
+    esac
+  done
+  t2t-lite-trainer --problem="$problem" "${RAW_FLAG[@]}" --data_dir="$DATA" \
+    --hparams="$(IFS=,; echo "${hparams[*]}")" --output_dir="$out" "${budget[@]}" \
     --save_checkpoints_steps="$SAVE_STEPS" --keep_checkpoint_max="$KEEP_CHECKPOINTS" \
     --eval_every=600 --eval_steps=20 --log_every=100 --decode_hparams=extra_length=50 "$@"
 }

@@ -165,6 +165,15 @@ def test_recipe_takes_the_interval_window_and_steps(copy):
   assert "--decode_hparams=beam_size=8,alpha=1.0,extra_length=50,batch_size=64" in of(calls, "decoder")[0]
 
 
+
+def test_recipe_takes_a_problem_item_out_of_the_hparams(copy):
+  result, calls = run(copy, "multi30k_recipe.sh",
+                      HPARAMS="multi30k,problem=translate_ende_multi30k4k,dropout=0.3")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert trainer.startswith("--problem=translate_ende_multi30k4k ")
+  assert " --hparams=multi30k,dropout=0.3 " in trainer
+
 SETTINGS = """
 base         -                                  200x5  beam_size=4,alpha=0.6
 base_100x3   -                                  100x3  beam_size=4,alpha=0.6
