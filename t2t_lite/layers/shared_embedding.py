@@ -79,10 +79,10 @@ class SharedEmbedding(keras.layers.Layer):
   def transposed_table(self):
     """E^T [d, V] in the compute dtype, for `call(x, reverse=True, transposed_table=...)`.
 
-    A decoding loop computes it once and projects with it at every step: XLA does not hoist the
-    transpose out of a compiled loop, and copying the whole table (65 MB on `transformer_base`)
-    at every step would dominate a batch-1 greedy step (`python scripts/bench_decode.py`;
-    docs/decoding.md).
+    A transpose computed once and reused: XLA does not hoist a transpose out of a compiled loop,
+    and copying the whole table (65 MB on `transformer_base`) at every step would dominate a
+    batch-1 greedy step. Decoding now passes `compute_table()` instead, which needs no
+    transposed copy at all.
     """
     return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
 
