@@ -15,7 +15,8 @@ from keras import ops
 from t2t_lite.decoding import beam_search as beam_search_lib
 from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
                                            run_beam_search, tile_to_beams, top_candidates)
-from t2t_lite.decoding.sampling import greedy_search, sampling_search
+from t2t_lite.decoding.sampling import (first_argmax, greedy_search, sampling_search,
+                                        token_log_probs)
 
 pytestmark = pytest.mark.backend_independent
 
@@ -337,6 +338,31 @@ def test_sampling_follows_the_tempered_distribution_and_top_k():
   np.testing.assert_allclose(frequencies, expected, atol=0.03)
   top2, _ = sampling_search(fn, {}, n, 1, temperature=1.0, top_k=2, seed=3)
   assert set(np.unique(numpy(top2))) == {2, 3}
+
+
+@pytest.mark.parametrize("run", [lambda f, *a: f(*a), lambda f, *a: compiled(f)(*a)],
+                         ids=["eager", "compiled"])
+def test_greedy_pick_and_score_equal_numpy_argmax_and_log_softmax(run):
+  """The greedy step's argmax (max, then the first index holding it) and the chosen tokens'
+  log-probabilities (without the [batch, vocab] log-softmax) against numpy: ties go to the first
+  index, a row of -inf (every token forbidden) to 0, large logits stay finite."""
+  rng = np.random.default_rng(5)
+  logits = rng.normal(size=(6, 300)).astype("float32") * 4
+  logits[1, [7, 40, 299]] = 30.0                    # a tie: the first index wins
+  logits[2] = 0.5                                   # all equal
+  logits[3, ::2] = -np.inf                          # a constraint's forbidden tokens
+  logits[4] = -np.inf
+  logits[5] += 1e4                                  # large logits (shifted by the max)
+  tokens = numpy(run(first_argmax, logits))
+  np.testing.assert_array_equal(tokens, np.argmax(logits, axis=-1))
+  chosen = np.array([3, 7, 0, 2, 0, 150], "int32")   # any tokens, not only the argmax
+  finite = np.isfinite(logits).any(axis=1)           # row 4's log-probs are undefined (nan)
+  shifted = logits[finite] - logits[finite].max(axis=1, keepdims=True)
+  log_softmax = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+  expected = log_softmax[np.arange(finite.sum()), chosen[finite]]
+  got = numpy(run(token_log_probs, logits, chosen))
+  np.testing.assert_allclose(got[finite], expected, rtol=1e-6, atol=1e-5)
+  assert got[3] == -np.inf and np.isfinite(got[[0, 1, 2, 5]]).all()
 
 
 def test_sampling_is_reproducible_and_top_1_is_greedy():

@@ -406,6 +406,9 @@ def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
   np.testing.assert_array_equal(to_np(layer.transposed_table()), table.T)
   reused = layer(x, reverse=True, transposed_table=layer.transposed_table())
   np.testing.assert_allclose(to_np(reused), x @ table.T, atol=1e-4)
+  np.testing.assert_array_equal(to_np(layer.compute_table()), table)
+  with_table = layer(x, reverse=True, table=layer.compute_table())  # x E^T, no transposed copy
+  np.testing.assert_allclose(to_np(with_table), x @ table.T, atol=1e-4)
   no_zero = SharedEmbedding(vocab_size=10, hidden_size=4, zero_pad=False)
   assert np.any(to_np(no_zero(np.array([0]))) != 0)
 
@@ -427,6 +430,8 @@ def test_shared_embedding_without_scale_and_with_a_logits_bias():
   np.testing.assert_allclose(to_np(layer(x, reverse=True)), x @ table.T + bias, atol=1e-5)
   reused = layer(x, reverse=True, transposed_table=layer.transposed_table())
   np.testing.assert_allclose(to_np(reused), x @ table.T + bias, atol=1e-5)
+  with_table = layer(x, reverse=True, table=layer.compute_table())
+  np.testing.assert_allclose(to_np(with_table), x @ table.T + bias, atol=1e-5)
   with pytest.raises(ValueError, match="integer"):
     layer(np.array([1.0, 2.0]))
 

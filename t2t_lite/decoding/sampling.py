@@ -168,6 +168,33 @@ def log_softmax(logits):
   return ops.log_softmax(ops.cast(logits, "float32"), axis=-1)  # [..., vocab]
 
 
+def first_argmax(logits):
+  """`ops.argmax(logits, axis=-1)` (the first index of the maximum) for float32 [batch, vocab],
+  as two plain reductions: the maximum, then the smallest index that holds it.
+
+  XLA on CPU runs `argmax`'s (value, index) reduction one element at a time; a max and a min
+  vectorise, and the max is the one `token_log_probs` takes (XLA computes it once). Equal
+  maxima give the first index, as `argmax` does, with one exception: -0.0 and 0.0 count as equal
+  here, where Keras' argmax ranks 0.0 first. All -inf (every token forbidden) gives 0.
+  """
+  vocab = ops.shape(logits)[-1]
+  best = ops.max(logits, axis=-1, keepdims=True)                          # [batch, 1]
+  index = ops.arange(vocab, dtype="int32")                                # [vocab]
+  return ops.min(ops.where(logits == best, index, vocab), axis=-1)        # [batch]
+
+
+def token_log_probs(logits, tokens):
+  """`log_softmax(logits)[b, tokens[b]]` without writing the [batch, vocab] log-probabilities:
+  (logit - max) - log(sum(exp(logits - max))), the terms of TensorFlow's and JAX's log-softmax.
+
+  logits float32 [batch, vocab], tokens int32 [batch] -> float32 [batch].
+  """
+  best = ops.max(logits, axis=-1)                                         # [batch]
+  total = ops.sum(ops.exp(logits - ops.expand_dims(best, -1)), axis=-1)   # [batch]
+  chosen = ops.take_along_axis(logits, ops.expand_dims(tokens, 1), axis=1)[:, 0]  # [batch]
+  return (chosen - best) - ops.log(total)                                 # [batch]
+
+
 def sampling_step(state, symbols_to_logits_fn, pick_fn, limits, eos_id=EOS_ID, constraint=None):
   """One step of `sampling_loop`: every sentence writes one token (PAD once finished).
 
@@ -181,9 +208,8 @@ def sampling_step(state, symbols_to_logits_fn, pick_fn, limits, eos_id=EOS_ID, c
   choices = masked_logits(logits, constraint, state.constraint, step)  # [batch, vocab]
   tokens = ops.cast(pick_fn(choices, step), "int32")                   # [batch]
   tokens = ops.where(state.finished, 0, tokens)                        # [batch] PAD after EOS
-  token_log_probs = ops.take_along_axis(
-      log_softmax(logits), ops.expand_dims(tokens, 1), axis=1)[:, 0]   # [batch]
-  log_probs = state.log_probs + ops.where(state.finished, 0.0, token_log_probs)  # [batch]
+  written = token_log_probs(logits, tokens)                            # [batch]
+  log_probs = state.log_probs + ops.where(state.finished, 0.0, written)  # [batch]
   finished = state.finished | (tokens == eos_id) | (step + 1 >= limits)          # [batch]
   constraint_state = (constraint.update(state.constraint, tokens, step) if constraint is not None
                       else state.constraint)
@@ -267,7 +293,7 @@ def greedy_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_le
     ids [batch, max_decode_length] int32 (0 after EOS) and scores [batch] float32: the sum of
     the log-probabilities of the written tokens (no length penalty, as in T2T).
   """
-  pick = lambda logits, step: ops.argmax(logits, axis=-1)  # [batch]
+  pick = lambda logits, step: first_argmax(logits)  # [batch]
   state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
                         eos_id, decode_lengths, constraint, constraint_state, cache_lengths,
                         extend_cache)

@@ -7,6 +7,18 @@ from t2t_lite.layers import checks
 from t2t_lite.token_ids import PAD_ID
 
 
+def times_transposed(x, table):
+  """`x @ table^T` for x [N, d] and table [V, d] -> [N, V], as one product contracting both
+  axes 1 (`SharedEmbedding.compute_table`). TensorFlow: a `MatMul` with `transpose_b`, which
+  XLA compiles to that product; `tf.einsum` (Keras' `ops.einsum`) emits a transpose and a
+  MatMul, which XLA folds at 64 rows but at 1 row turns into a table copy per decoding step.
+  """
+  if keras.backend.backend() == "tensorflow":
+    import tensorflow as tf  # pylint: disable=import-outside-toplevel
+    return tf.matmul(x, table, transpose_b=True)
+  return ops.einsum("nd,vd->nv", x, table)
+
+
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class SharedEmbedding(keras.layers.Layer):
   """One matrix E [vocab_size, d] for the source embedding, the target embedding and the
@@ -18,7 +30,8 @@ class SharedEmbedding(keras.layers.Layer):
     so it embeds to zeros exactly like T2T's `shift_right_3d`. Row 0 is still used (and trained)
     by the softmax.
   - `call(x, reverse=True)`: logits `x @ E^T`, returned in float32 even under mixed precision;
-    `transposed_table=self.transposed_table()` reuses a transpose computed once. With
+    `transposed_table=self.transposed_table()` reuses a transpose computed once, and
+    `table=self.compute_table()` the table itself, multiplied without a transpose. With
     `logits_bias=True`, a trained [V] bias `b` is added: `x @ E^T + b` (Marian's output layer).
 
   E is initialized normal(0, d ** -0.5), as T2T does.
@@ -66,24 +79,41 @@ class SharedEmbedding(keras.layers.Layer):
   def transposed_table(self):
     """E^T [d, V] in the compute dtype, for `call(x, reverse=True, transposed_table=...)`.
 
-    A decoding loop computes it once and projects with it at every step: XLA does not hoist the
-    transpose out of a compiled loop, and copying the whole table (65 MB on `transformer_base`)
-    at every step would dominate a batch-1 greedy step (`python scripts/bench_decode.py`;
-    docs/decoding.md).
+    A transpose computed once and reused: XLA does not hoist a transpose out of a compiled loop,
+    and copying the whole table (65 MB on `transformer_base`) at every step would dominate a
+    batch-1 greedy step. Decoding now passes `compute_table()` instead, which needs no
+    transposed copy at all.
     """
     return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
 
-  def call(self, inputs, reverse=False, transposed_table=None):
+  def compute_table(self):
+    """E [V, d] in the compute dtype, for `call(x, reverse=True, table=...)`: what a decoding
+    loop computes once (a cast under mixed precision, nothing in float32) and projects with at
+    every step, as a product contracting E's axis 1 (`x E^T` without a transposed copy).
+
+    Under XLA on CPU that product is as fast as `x @ transposed_table()` (base, 64 and 256
+    rows), and the search copies no table: a transposed table passed to the compiled loop was
+    copied once before the loop and once more for each later cache phase (each copy 65 MB on
+    `transformer_base`, 2-4% of a batch-64 greedy search). Transposing inside the loop is no
+    answer: at batch 1 XLA then turns the product into a loop fusion that copies the table
+    every step (docs/performance.md).
+    """
+    return ops.cast(self.embeddings, self.compute_dtype)
+
+  def call(self, inputs, reverse=False, transposed_table=None, table=None):
     if reverse:
       if inputs.shape[-1] != self.hidden_size:
         raise ValueError(f"SharedEmbedding(reverse=True) expects activations [..., "
                          f"{self.hidden_size}]; got shape {inputs.shape}.")
       leading_shape = ops.shape(inputs)[:-1]
       x = ops.reshape(ops.cast(inputs, self.compute_dtype), (-1, self.hidden_size))
-      # [N, V]; graph mode folds ops.transpose into the matmul, a compiled loop does not.
-      projection = ops.cast(self.transposed_table() if transposed_table is None
-                            else transposed_table, self.compute_dtype)
-      logits = ops.cast(ops.matmul(x, projection), "float32")
+      if table is not None:  # [N, d] x [V, d] -> [N, V], contracting d: no transposed copy
+        logits = times_transposed(x, ops.cast(table, self.compute_dtype))
+      else:  # graph mode folds ops.transpose into the matmul, a compiled loop does not
+        projection = ops.cast(self.transposed_table() if transposed_table is None
+                              else transposed_table, self.compute_dtype)
+        logits = ops.matmul(x, projection)                                       # [N, V]
+      logits = ops.cast(logits, "float32")
       if self.use_logits_bias:  # subtracted negated: an add straight after a matrix-vector
         # product is a slower XLA fusion on CPU (see FeedForward); the values are the same.
         logits = logits - ops.negative(ops.cast(self.logits_bias, "float32"))

@@ -268,9 +268,10 @@ class Transformer(keras.Model):
     return {"source_mask": source_mask, "memory": self.decoder.memory_cache(encoder_output)}
 
   def output_projection(self):
-    """The pre-softmax projection as a [d, V] matrix (`SharedEmbedding.transposed_table`): a
-    decoding loop computes it once and passes it to every `decode_step`."""
-    return self.softmax.transposed_table()
+    """The pre-softmax projection's table E [V, d] in the compute dtype
+    (`SharedEmbedding.compute_table`; the logits are `x E^T`): a decoding loop computes it
+    once and passes it to every `decode_step`."""
+    return self.softmax.compute_table()
 
   def decode_step(self, token_ids, step, cache, training=False, output_projection=None):
     """One decoding step.
@@ -309,7 +310,7 @@ class Transformer(keras.Model):
     x, decoder_cache = self.decoder(x, memory_padding_mask=cache["source_mask"],
                                     cache=cache["decoder"], step=step, query_groups=groups,
                                     self_attention_mask=self_mask, training=training)
-    logits = self.softmax(x, reverse=True, transposed_table=output_projection)[:, 0, :]  # [B, V]
+    logits = self.softmax(x, reverse=True, table=output_projection)[:, 0, :]        # [B, V]
     if self.config.never_predict_pad:  # a select, not an add: see FeedForward
       logits = ops.where(ops.arange(self.vocab_size) == PAD_ID, -1e9, logits)
     new_cache = {"source_mask": cache["source_mask"], "decoder": decoder_cache}
