@@ -55,7 +55,7 @@ from keras import ops
 
 from t2t_lite.decoding.beam_search import (_check_arguments, finalize, grow, init_state,
                                            sentence_done, tile_to_beams)
-from t2t_lite.decoding.sampling import (SamplingState, check_cache_phases, run_phases,
+from t2t_lite.decoding.sampling import (SamplingState, check_cache_phases, first_argmax, run_phases,
                                         sampling_step)
 from t2t_lite.token_ids import EOS_ID, START_ID
 
@@ -121,7 +121,7 @@ class _GreedySlots:
 
   def step(self, state, symbols_to_logits_fn, slots, limits):
     del slots
-    pick = lambda logits, step: ops.argmax(logits, axis=-1)  # noqa: E731 (greedy_search's)
+    pick = lambda logits, step: first_argmax(logits)  # noqa: E731 (greedy_search's)
     return sampling_step(state, symbols_to_logits_fn, pick, limits, self.eos_id, self.constraint)
 
   def done(self, state):

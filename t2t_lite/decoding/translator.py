@@ -173,8 +173,8 @@ def shared_beams(decode_hparams):
 
 def decoding_callback(model):
   """`(ids, step, growing, fixed) -> (logits, growing)`: one `decode_step` on the cache split in
-  two (`split_cache`), with the transposed embedding computed once, here, per search, not once
-  per step (see `output_projection`)."""
+  two (`split_cache`), with the output projection's embedding table computed once, here, per
+  search, not once per step (see `output_projection`)."""
   projection = ({"output_projection": model.output_projection()}
                 if hasattr(model, "output_projection") else {})
 
