@@ -107,9 +107,12 @@ class TranslateProblem(Problem):
     return f"vocab.{self.name}.{self.approx_vocab_size}.model"
 
   def vocab_corpus(self):
-    """Describes the text the vocabulary is built from (stored beside it)."""
+    """Describes the text the vocabulary is built from (stored beside it): local files by their
+    absolute real paths, so that the same files reached from another working directory (or
+    through a link) are the same corpus."""
     if self.reads_local_files:
-      return "local:" + ",".join(f"{s}+{t}" for s, t in self.file_pairs(self.vocab_split))
+      real = os.path.realpath
+      return "local:" + ",".join(f"{real(s)}+{real(t)}" for s, t in self.file_pairs(self.vocab_split))
     return f"{self.name}:{self.vocab_split}"
 
   def vocab_lines(self, data_dir):

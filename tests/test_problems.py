@@ -218,3 +218,16 @@ def test_multi30k_downloads_the_public_files_when_no_local_folder_is_given(multi
   offline.download_url = (tmp_path / "nowhere").as_uri() + "/"
   with pytest.raises(DataError, match="could not download .*Expected layout"):
     offline.text_pairs("dev", str(tmp_path / "other"))
+
+
+def test_vocab_corpus_names_the_files_not_the_path_typed(tmp_path, monkeypatch):
+  """The vocabulary's stored corpus (a later load with another warns) is the same for the same
+  files reached by a relative path, an absolute one or a link, and differs for other files."""
+  for folder in (tmp_path / "a", tmp_path / "b"):
+    write_pair(folder, "train", ["a house"], ["ein Haus"])
+  (tmp_path / "link").symlink_to(tmp_path / "a")
+  monkeypatch.chdir(tmp_path)
+  corpus = lambda folder: get_problem("translate_ende_multi30k", raw_data_dir=folder).vocab_corpus()  # noqa: E731
+  assert corpus("a") == corpus(str(tmp_path / "a")) == corpus("link") == corpus("./b/../a")
+  assert corpus("a") != corpus("b")
+  assert corpus("a").startswith("local:" + str((tmp_path / "a").resolve()))
