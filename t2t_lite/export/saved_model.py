@@ -65,6 +65,15 @@ def padded_batch(n):
   return tf.where(n <= BATCH_STEP, power, -(-n // BATCH_STEP) * BATCH_STEP)
 
 
+def pad_with_filler(source):
+  """source [n, w] with filler rows appended up to `padded_batch(n)` rows: each row EOS then PAD,
+  as the decoder's filler (their results are dropped). Returns [padded_batch(n), w]."""
+  n, width = tf.shape(source)[0], tf.shape(source)[1]
+  filler = tf.one_hot(tf.zeros([padded_batch(n) - n], tf.int32), width, on_value=EOS_ID,
+                      off_value=PAD_ID, dtype=tf.int32)
+  return tf.concat([source, filler], axis=0)
+
+
 class TranslationModule(tf.Module):
   """text [N] string -> {"translations": [N] string, "scores": [N] float32} (`serve`), and all
   the hypotheses: [N, beams] each (`serve_nbest`)."""
@@ -183,10 +192,8 @@ class TranslationModule(tf.Module):
               for t in tf.nest.flatten(self._memory_spec)]
     # One sub-batch at a time (parallel_iterations=1), as the batch search's sub-batches.
     _, arrays = tf.while_loop(lambda i, _: i < chunks, encode, [0, arrays], parallel_iterations=1)
-    batch = padded_batch(n)
-    filler = tf.one_hot(tf.zeros([batch - n], tf.int32), width, on_value=EOS_ID, off_value=PAD_ID,
-                        dtype=tf.int32)
-    padded_source = tf.concat([source, filler], axis=0)                      # [B, S]
+    padded_source = pad_with_filler(source)                                  # [B, S]
+    batch = tf.shape(padded_source)[0]
     # Rows count .. B - 1 (empty lines and filler) get zero memory: they are never decoded.
     memory = [array.concat() for array in arrays]                            # [count, ...]
     memory = [tf.pad(t, [[0, batch - tf.shape(t)[0]]] + [[0, 0]] * (len(spec.shape) - 1))
@@ -211,9 +218,7 @@ class TranslationModule(tf.Module):
     """The encoder memory of source [n, w] (`make_refill_fns`' encode), the batch padded to
     `padded_batch(n)` and the width to the next of self.buckets; returns n rows at width w."""
     n, width = tf.shape(source)[0], tf.shape(source)[1]
-    filler = tf.one_hot(tf.zeros([padded_batch(n) - n], tf.int32), width, on_value=EOS_ID,
-                        off_value=PAD_ID, dtype=tf.int32)
-    source = tf.concat([source, filler], axis=0)                              # [B, w]
+    source = pad_with_filler(source)                                          # [B, w]
 
     def encode_at(bucket_width):
       def branch():
@@ -236,9 +241,7 @@ class TranslationModule(tf.Module):
     filler rows (EOS only, as the decoder's; results dropped), the width to the next of
     self.buckets. Returns ids [n, beams, out_lengths[bucket]], scores [n, beams]."""
     n, width = tf.shape(source)[0], tf.shape(source)[1]
-    filler = tf.one_hot(tf.zeros([padded_batch(n) - n], tf.int32), width, on_value=EOS_ID,
-                        off_value=PAD_ID, dtype=tf.int32)
-    source = tf.concat([source, filler], axis=0)                              # [B, S]
+    source = pad_with_filler(source)                                          # [B, S]
 
     def search_at(index, bucket_width):
       def branch():
