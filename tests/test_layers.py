@@ -15,6 +15,7 @@ from t2t_lite.hparams import ModelConfig
 from t2t_lite.layers import (Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward,
                              LearnedPositionEmbedding, MultiHeadAttention, SharedEmbedding,
                              SinusoidalPositionEncoding)
+from t2t_lite.layers.decoder_stack import join_layer_caches
 
 pytestmark = pytest.mark.backend_independent
 
@@ -534,7 +535,7 @@ def test_decoder_stack_cache_matches_full(norm_type):
                                    attention_key_channels=8))
   x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
   full = to_np(decoder(x, memory, memory_padding_mask=mask))
-  cache = decoder.init_cache(memory, max_length=TQ)
+  cache = join_layer_caches(decoder.init_self_cache(B, max_length=TQ), decoder.memory_cache(memory))
   assert tuple(cache["layer_1"]["self"]["k"].shape) == (B, 4, TQ, 2)
   assert tuple(cache["layer_1"]["memory"]["v"].shape) == (B, 4, TK, 4)
   steps = []

@@ -14,11 +14,11 @@ class DecoderLayer(ConfiguredLayer):
   Each sub-layer sits in a residual connection, post-norm (the paper) or pre-norm (T2T's later
   sets), as in `EncoderLayer`. Self-attention is causal: position i sees positions <= i.
 
-  Incremental decoding: `init_cache(memory, max_length)` returns
-  `{"self": {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]},
-    "memory": {"k": [B, H, S, d_k], "v": [B, H, S, d_v]}}`: preallocated self-attention keys and
-  values, and the encoder output's keys and values, projected once. Call with `cache=` and
-  `step=` to run positions `step ... step + T - 1`; `memory` is then not needed.
+  Incremental decoding: the cache is `{"self": {"k": [B, H, max_length, d_k], "v": [B, H,
+  max_length, d_v]}, "memory": {"k": [B, H, S, d_k], "v": [B, H, S, d_v]}}`: preallocated
+  self-attention keys and values, and the encoder output's keys and values, projected once: one
+  layer's entry of `Decoder`'s cache (`join_layer_caches`). Call with `cache=` and `step=` to run
+  positions `step ... step + T - 1`; `memory` is then not needed.
 
   Args:
     config: a `t2t_lite.hparams.ModelConfig`, read as by `EncoderLayer`.
@@ -28,10 +28,10 @@ class DecoderLayer(ConfiguredLayer):
     inputs: [B, T, d] decoder input (embedded, shifted-right targets).
     memory: [B, S, d] encoder output (not needed with `cache`).
     memory_padding_mask: optional bool [B, S], True for real source tokens.
-    cache: optional dict from `init_cache`.
+    cache: optional dict, one layer's entry of `Decoder`'s cache (see above).
     step: int scalar (may be traced) with `cache`: position of `inputs[:, 0]`; or an int vector
       [B], each row's own position (see `MultiHeadAttention`).
-    query_groups: with `cache` from `init_cache(..., groups=g)`: g, the rows of `inputs`
+    query_groups: with a `cache` made with `groups=g`: g, the rows of `inputs`
       ([B * g, T, d]) that share each sentence's cache entries (`MultiHeadAttention`'s grouped
       queries).
     self_attention_mask: optional bool mask of the cached keys each query may see besides the
@@ -50,8 +50,6 @@ class DecoderLayer(ConfiguredLayer):
   >>> memory = keras.random.normal((2, 6, 8))
   >>> tuple(layer(keras.random.normal((2, 4, 8)), memory).shape)
   (2, 4, 8)
-  >>> cache = layer.init_cache(memory, max_length=4)
-  >>> y, cache = layer(keras.random.normal((2, 1, 8)), cache=cache, step=0)
   """
 
   def build(self, input_shape):
@@ -64,14 +62,6 @@ class DecoderLayer(ConfiguredLayer):
     self.feed_forward_norm = self.make_norm("feed_forward_norm", input_shape)
     self.residual_dropout = self.make_residual_dropout()
 
-  def init_cache(self, memory, max_length, groups=None):
-    """Preallocated self-attention k/v and projected memory k/v (see the class docstring); with
-    `groups=g`, a self-attention cache shared by groups of g rows, [B, H, max_length * g, d]
-    (`MultiHeadAttention`'s grouped queries: a beam search's hypotheses)."""
-    checks.check_rank("memory", memory, (3,), "[batch, source_length, hidden_size]")
-    return {"self": self.self_attention.init_cache(ops.shape(memory)[0], max_length, groups),
-            "memory": self.encdec_attention.compute_memory_kv(memory)}
-
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,
            query_groups=None, self_attention_mask=None, return_attention_scores=False,
            training=None):
@@ -81,11 +71,11 @@ class DecoderLayer(ConfiguredLayer):
     if cache is None:
       if memory is None:
         raise ValueError("DecoderLayer needs `memory` (the encoder output [batch, source_length, "
-                         "hidden_size]) or a `cache` from init_cache(memory, max_length).")
+                         "hidden_size]) or a `cache` (see join_layer_caches).")
       causal = masks.causal_mask(ops.shape(inputs)[1])  # [T, T]
     elif not isinstance(cache, dict) or set(cache) != {"self", "memory"}:
-      raise ValueError("`cache` must be the dict from DecoderLayer.init_cache(memory, max_length) "
-                       "with keys 'self' and 'memory'.")
+      raise ValueError("`cache` must be one layer's entry of join_layer_caches(...): a dict with "
+                       "keys 'self' and 'memory'.")
     elif step is None:
       raise ValueError("Decoding with `cache` needs `step`, the position of inputs[:, 0].")
     memory_mask = masks.padding_to_attention_mask(memory_padding_mask)  # [B, 1, S]

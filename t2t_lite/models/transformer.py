@@ -15,7 +15,7 @@ from keras import ops
 from t2t_lite import registry
 from t2t_lite.hparams.model_config import ModelConfig
 from t2t_lite.layers import checks
-from t2t_lite.layers.decoder_stack import Decoder
+from t2t_lite.layers.decoder_stack import Decoder, join_layer_caches
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.encoder_stack import Encoder
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
@@ -67,8 +67,7 @@ def split_cache(cache):
 def join_cache(growing, fixed):
   """The inverse of `split_cache`."""
   cache = {"source_mask": fixed["source_mask"],
-           "decoder": {name: {"self": growing[name], "memory": fixed["memory"][name]}
-                       for name in growing if name != "lineage"}}
+           "decoder": join_layer_caches(growing, fixed["memory"])}
   if "lineage" in growing:
     cache["lineage"] = growing["lineage"]
   return cache
