@@ -404,9 +404,6 @@ def test_shared_embedding_embeds_scales_and_projects_with_one_matrix():
   logits = layer(x, reverse=True)
   assert keras.backend.standardize_dtype(logits.dtype) == "float32"
   np.testing.assert_allclose(to_np(logits), x @ table.T, atol=1e-4)
-  np.testing.assert_array_equal(to_np(layer.transposed_table()), table.T)
-  reused = layer(x, reverse=True, transposed_table=layer.transposed_table())
-  np.testing.assert_allclose(to_np(reused), x @ table.T, atol=1e-4)
   np.testing.assert_array_equal(to_np(layer.compute_table()), table)
   with_table = layer(x, reverse=True, table=layer.compute_table())  # x E^T, no transposed copy
   np.testing.assert_allclose(to_np(with_table), x @ table.T, atol=1e-4)
@@ -429,8 +426,6 @@ def test_shared_embedding_without_scale_and_with_a_logits_bias():
   layer.logits_bias.assign(bias)
   x = random_array(2, 1, D)
   np.testing.assert_allclose(to_np(layer(x, reverse=True)), x @ table.T + bias, atol=1e-5)
-  reused = layer(x, reverse=True, transposed_table=layer.transposed_table())
-  np.testing.assert_allclose(to_np(reused), x @ table.T + bias, atol=1e-5)
   with_table = layer(x, reverse=True, table=layer.compute_table())
   np.testing.assert_allclose(to_np(with_table), x @ table.T + bias, atol=1e-5)
   with pytest.raises(ValueError, match="integer"):

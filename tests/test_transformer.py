@@ -370,6 +370,11 @@ def test_mixed_precision_returns_float32_logits(policy, atol):
   step_logits, _ = model.decode_step(ops.zeros((2,), "int32"), 0, cache)
   assert keras.backend.standardize_dtype(step_logits.dtype) == "float32"
   np.testing.assert_allclose(to_np(step_logits), to_np(logits)[:, 0], atol=atol)
+  # The searches' path: the table computed once (a float16/bfloat16 E [V, d]), no transpose.
+  projected, _ = model.decode_step(ops.zeros((2,), "int32"), 0, cache,
+                                   output_projection=model.output_projection())
+  assert keras.backend.standardize_dtype(projected.dtype) == "float32"
+  np.testing.assert_allclose(to_np(projected), to_np(logits)[:, 0], atol=atol)
 
 
 # ---- Input validation ------------------------------------------------------------------------

@@ -30,9 +30,9 @@ class SharedEmbedding(keras.layers.Layer):
     so it embeds to zeros exactly like T2T's `shift_right_3d`. Row 0 is still used (and trained)
     by the softmax.
   - `call(x, reverse=True)`: logits `x @ E^T`, returned in float32 even under mixed precision;
-    `transposed_table=self.transposed_table()` reuses a transpose computed once, and
-    `table=self.compute_table()` the table itself, multiplied without a transpose. With
-    `logits_bias=True`, a trained [V] bias `b` is added: `x @ E^T + b` (Marian's output layer).
+    `table=self.compute_table()` passes the table a decoding loop computed once, multiplied
+    without a transpose. With `logits_bias=True`, a trained [V] bias `b` is added: `x @ E^T + b`
+    (Marian's output layer).
 
   E is initialized normal(0, d ** -0.5), as T2T does.
 
@@ -76,31 +76,21 @@ class SharedEmbedding(keras.layers.Layer):
       self.logits_bias = self.add_weight(name="logits_bias", shape=(self.vocab_size,),
                                          initializer="zeros")
 
-  def transposed_table(self):
-    """E^T [d, V] in the compute dtype, for `call(x, reverse=True, transposed_table=...)`.
-
-    A transpose computed once and reused: XLA does not hoist a transpose out of a compiled loop,
-    and copying the whole table (65 MB on `transformer_base`) at every step would dominate a
-    batch-1 greedy step. Decoding now passes `compute_table()` instead, which needs no
-    transposed copy at all.
-    """
-    return ops.transpose(ops.cast(self.embeddings, self.compute_dtype))
-
   def compute_table(self):
     """E [V, d] in the compute dtype, for `call(x, reverse=True, table=...)`: what a decoding
     loop computes once (a cast under mixed precision, nothing in float32) and projects with at
     every step, as a product contracting E's axis 1 (`x E^T` without a transposed copy).
 
-    Under XLA on CPU that product is as fast as `x @ transposed_table()` (base, 64 and 256
-    rows), and the search copies no table: a transposed table passed to the compiled loop was
-    copied once before the loop and once more for each later cache phase (each copy 65 MB on
-    `transformer_base`, 2-4% of a batch-64 greedy search). Transposing inside the loop is no
-    answer: at batch 1 XLA then turns the product into a loop fusion that copies the table
-    every step (docs/performance.md).
+    Under XLA on CPU that product is as fast as `x` times a transposed table E^T computed once
+    (base, 64 and 256 rows), and the search copies no table: a transposed table passed to the
+    compiled loop was copied once before the loop and once more for each later cache phase (each
+    copy 65 MB on `transformer_base`, 2-4% of a batch-64 greedy search). Transposing inside the
+    loop is no answer: at batch 1 XLA then turns the product into a loop fusion that copies the
+    table every step (docs/performance.md).
     """
     return ops.cast(self.embeddings, self.compute_dtype)
 
-  def call(self, inputs, reverse=False, transposed_table=None, table=None):
+  def call(self, inputs, reverse=False, table=None):
     if reverse:
       if inputs.shape[-1] != self.hidden_size:
         raise ValueError(f"SharedEmbedding(reverse=True) expects activations [..., "
@@ -110,16 +100,14 @@ class SharedEmbedding(keras.layers.Layer):
       if table is not None:  # [N, d] x [V, d] -> [N, V], contracting d: no transposed copy
         logits = times_transposed(x, ops.cast(table, self.compute_dtype))
       else:  # graph mode folds ops.transpose into the matmul, a compiled loop does not
-        projection = ops.cast(self.transposed_table() if transposed_table is None
-                              else transposed_table, self.compute_dtype)
-        logits = ops.matmul(x, projection)                                       # [N, V]
+        logits = ops.matmul(x, ops.transpose(self.compute_table()))               # [N, V]
       logits = ops.cast(logits, "float32")
       if self.use_logits_bias:  # subtracted negated: an add straight after a matrix-vector
         # product is a slower XLA fusion on CPU (see FeedForward); the values are the same.
         logits = logits - ops.negative(ops.cast(self.logits_bias, "float32"))
       return ops.reshape(logits, tuple(leading_shape) + (self.vocab_size,))
     ids = checks.check_int_ids("inputs", inputs, range(8), "[...] of token ids")
-    table = ops.cast(self.embeddings, self.compute_dtype)
+    table = self.compute_table()
     embedded = ops.take(table, ids, axis=0)
     if self.scale:
       embedded = embedded * ops.cast(self.hidden_size ** 0.5, table.dtype)
