@@ -105,13 +105,11 @@ class TranslationModule(tf.Module):
       encode, refill = make_refill_fns(model, decode_hparams, max_position, constraint)
       self.programs.encode = tf.function(encode, jit_compile=bool(decode_hparams.xla))
       self.programs.refill = tf.function(refill, jit_compile=bool(decode_hparams.xla))
-      # The memory's structure and shapes, batch and source positions unknown (an eager call).
-      example = encode(tf.constant([[EOS_ID, PAD_ID]], tf.int32))
-      self._memory_spec = {
-          "source_mask": tf.TensorSpec([None, None], tf.bool),
-          "memory": tf.nest.map_structure(
-              lambda t: tf.TensorSpec([None, t.shape[1], None, t.shape[3]], t.dtype),
-              example["memory"])}
+      # The memory's structure, shapes and dtypes, batch and source width unknown: a trace of
+      # the encoder that runs nothing (the model is built: its variables are tracked above).
+      memory = tf.function(encode).get_concrete_function(
+          tf.TensorSpec([None, None], tf.int32)).structured_outputs
+      self._memory_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), memory)
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     # One trace of tokenizer + search, here, called by both signatures: a concrete function, not
     # a tf.function, which `tf.saved_model.save` would trace again in its own context.
