@@ -243,10 +243,10 @@ rate_key() {
 baseline_key=$(rate_key "$HPARAMS")
 
 # relative_rate KEY CPU: updates/s of KEY's training over the baseline's, as RATES holds it for
-# this baseline and CPU; 1 for the baseline's own key; nothing when unmeasured. Two keys that
-# differ only in the order of their overrides or in the values of dropouts above 0 compute the
-# same (a dropout of 0 skips its op), so they share their rows, and the rate is the mean of all
-# the rows that match: one 60-update measurement varies by about 15% from run to run (tiny with
+# this baseline and CPU (one row a key, its newest measurement); 1 for the baseline's own key;
+# nothing when unmeasured. Two keys that differ only in the order of their overrides or in the
+# values of dropouts above 0 compute the same (a dropout of 0 skips its op), so they share their
+# rows, and the rate is the mean of all the rows that match: one 60-update measurement varies by about 15% from run to run (tiny with
 # dropout 0.2 read 2.42x and 2.04x the baseline's, with 0.1 2.01x and 2.34x, the same work, on
 # 2026-11-27), and the mean of several is the better estimate of what each training would reach
 # in the same minutes; trainings of the same work then train the same updates.
