@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The Multi30k EN-DE recipe for a 2-core CPU: train for at most TRAIN_MINUTES of wall time,
 # average the last AVERAGE checkpoints (saved every SAVE_STEPS updates), beam-decode
-# test_2016_flickr (DECODE: beam 4, alpha 0.6) and score it with sacreBLEU (signature printed)
+# test_2016_flickr (DECODE: beam 4, alpha 1.2) and score it with sacreBLEU (signature printed)
 # and the paper's tokenized BLEU.
 #
 #   bash scripts/multi30k_recipe.sh                      # the results in docs/training.md (55 minutes)
@@ -9,8 +9,8 @@
 #   TRAIN_STEPS=1500 OUT=runs/steps bash scripts/multi30k_recipe.sh   # by updates, not minutes
 #
 # Settings (defaults): RAW_DATA_DIR (../shared/data/multi30k), DATA_DIR (t2t_data), HPARAMS
-# (multi30k), TRAIN_MINUTES (55) or TRAIN_STEPS, SAVE_STEPS (200), AVERAGE (5), DECODE
-# (beam_size=4,alpha=0.6): scripts/multi30k_common.sh, shared with scripts/multi30k_tune.sh,
+# (multi30k_tiny), TRAIN_MINUTES (55) or TRAIN_STEPS, SAVE_STEPS (200), AVERAGE (5), DECODE
+# (beam_size=4,alpha=1.2): scripts/multi30k_common.sh, shared with scripts/multi30k_tune.sh,
 # which tunes them on the val split. Without RAW_DATA_DIR's files the problem downloads
 # Multi30k's public files into DATA_DIR/multi30k.
 set -euo pipefail

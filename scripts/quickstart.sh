@@ -16,4 +16,4 @@ bash scripts/multi30k_recipe.sh
 printf '%s\n' "A man in a red shirt is riding a bicycle down the street ." \
               "Two children are playing with a dog on the beach ." \
               "A woman is reading a book in the park ." |
-  t2t-lite-decoder --output_dir="$OUT/averaged" --decode_hparams=beam_size=4,alpha=0.6,extra_length=50
+  t2t-lite-decoder --output_dir="$OUT/averaged" --decode_hparams=beam_size=4,alpha=1.2,extra_length=50

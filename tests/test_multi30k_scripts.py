@@ -1,11 +1,12 @@
 """The Multi30k recipe and its tuning script, with stand-ins for the t2t-lite commands: the recipe's
-command lines are the ones it always ran (defaults unchanged) and follow SAVE_STEPS, AVERAGE and
+command lines are the tuned defaults and follow SAVE_STEPS, AVERAGE and
 TRAIN_STEPS; the tuning script scores val only, averages the checkpoints the recipe would, trains
 each hparams once, skips what its table holds, resumes or restarts an interrupted training and
 records a diverged one. The real commands run in SMOKE=1 mode (docs/training.md)."""
 
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 
@@ -131,12 +132,12 @@ def of(calls, command):
   return [c.split(" ", 1)[1] for c in calls if c.startswith(command + " ")]
 
 
-def test_recipe_defaults_are_the_command_lines_it_always_ran(copy):
+def test_recipe_defaults_are_the_tuned_set_and_decoding(copy):
   result, calls = run(copy, "multi30k_recipe.sh")
   assert result.returncode == 0, result.stderr
   raw = copy / "raw"
   assert of(calls, "trainer") == [
-      f"--problem=translate_ende_multi30k --raw_data_dir={raw} --data_dir=t2t_data --hparams=multi30k "
+      f"--problem=translate_ende_multi30k --raw_data_dir={raw} --data_dir=t2t_data --hparams=multi30k_tiny "
       "--output_dir=runs/multi30k --train_steps=100000 --train_minutes=55 --save_checkpoints_steps=200 "
       "--keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 --log_every=100 "
       "--decode_hparams=extra_length=50"]
@@ -146,11 +147,28 @@ def test_recipe_defaults_are_the_command_lines_it_always_ran(copy):
   assert of(calls, "decoder") == [
       f"--output_dir=runs/multi30k/averaged --decode_from_file={raw}/test_2016_flickr.en "
       "--decode_to_file=runs/multi30k/test_2016_flickr.hyp.de "
-      "--decode_hparams=beam_size=4,alpha=0.6,extra_length=50,batch_size=64"]
+      "--decode_hparams=beam_size=4,alpha=1.2,extra_length=50,batch_size=64"]
   assert of(calls, "bleu") == [f"--translation=runs/multi30k/test_2016_flickr.hyp.de "
                                f"--reference={raw}/test_2016_flickr.de --lang=de"]
   # The path the training took, as the trainer recorded it in hparams.json.
   assert "\ntraining path: float32, whole-step XLA (AVX2 CPU)\n" in result.stdout
+
+
+def test_the_recipe_defaults_are_the_val_leader_of_the_tuning_table():
+  """The recipe's HPARAMS, SAVE_STEPS x AVERAGE and DECODE defaults are the setting with the best
+  averaged val BLEU in scripts/multi30k_tuning.tsv (of the budget the settings were tuned at), and
+  the registered set is that setting's hparams value for value."""
+  from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
+
+  lines = (REPO / "scripts" / "multi30k_tuning.tsv").read_text().splitlines()
+  rows = [dict(zip(HEADER, line.split("\t"))) for line in lines[1:]]
+  tuned = [r for r in rows if r["budget"] == "1750 steps matched by rate"]
+  leader = max(tuned, key=lambda r: float(r["val_bleu_average"]))
+  common = (REPO / "scripts" / "multi30k_common.sh").read_text()
+  default = lambda name: re.search(rf"^{name}=\$\{{{name}:-(.*)\}}$", common, re.M).group(1)
+  assert leader["checkpoints"] == f"{default('SAVE_STEPS')}x{default('AVERAGE')}", leader
+  assert leader["decode"] == default("DECODE"), leader
+  assert get_hparams(leader["hparams"]) == get_hparams(default("HPARAMS")), leader
 
 
 def test_recipe_takes_the_interval_window_and_steps(copy):
