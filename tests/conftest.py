@@ -218,3 +218,12 @@ def tiny_model_dir(multi30k_slice, tmp_path_factory):
                                   eval_steps=0, save_checkpoints_steps=10, log_every=10)
   root = built_once(tmp_path_factory, "tiny_model", build)
   return root / "model", root / "data"
+
+
+@pytest.fixture(scope="session")
+def tiny_decode_defaults(tiny_model_dir):
+  """The decode hparams every command starts from for `tiny_model_dir`: its problem's defaults
+  (translate_ende_multi30k: beam 4, alpha 1.2), which `--decode_hparams` then overrides."""
+  from t2t_lite import model_dir  # pylint: disable=import-outside-toplevel
+  return model_dir.decode_defaults(
+      model_dir.find_problem(model_dir.read_record(str(tiny_model_dir[0]))["problem"]))

@@ -57,7 +57,7 @@ def test_layout_is_tf_serving_versioned(exported):
       "width_buckets": [16, 32, 64, 128, 256]}
 
 
-def test_loads_without_t2t_lite_and_matches_the_decoder(exported):
+def test_loads_without_t2t_lite_and_matches_the_decoder(exported, tiny_decode_defaults):
   model_dir, export_dir = exported
   result = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(export_dir / "7"), json.dumps(SENTENCES)],
                           capture_output=True, text=True, timeout=300)
@@ -65,7 +65,8 @@ def test_loads_without_t2t_lite_and_matches_the_decoder(exported):
   served = json.loads(result.stdout.strip().split("\n")[-1])
   # The reference runs the search as a plain graph (tests/test_decoder.py: the XLA search gives
   # the same beams); the SavedModel's is compiled by XLA, which the test's process need not repeat.
-  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=20, xla=False))
+  translator, _ = load_translator(str(model_dir),
+                                  tiny_decode_defaults.parse("beam_size=2,extra_length=20,xla=false"))
   translator.warn = lambda message: None
   assert served["translations"] == translator.translate(SENTENCES)
   assert served["translations"][1] == "" and served["scores"][1] == 0.0

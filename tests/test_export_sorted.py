@@ -28,7 +28,7 @@ DECODE = "beam_size=2,extra_length=20,max_input_size=32,sub_batch_size=2"
 # (xla, refill_slots): the refill search compiled with XLA, as the default export runs it, and the
 # sorted sub-batches as a plain graph. (The refill search as a graph: tests/test_refill_search.py.)
 @pytest.fixture(scope="module", params=[(True, 2), (False, 0)], ids=["xla-refill", "graph-sub-batches"])
-def exported(request, tiny_model_dir, tmp_path_factory):
+def exported(request, tiny_model_dir, tiny_decode_defaults, tmp_path_factory):
   """(model_dir, the loaded SavedModel's signatures, decode hparams), exported with sub-batches of
   2, refill slots or not, and the search compiled with XLA or as a plain graph."""
   model_dir, _ = tiny_model_dir
@@ -40,7 +40,7 @@ def exported(request, tiny_model_dir, tmp_path_factory):
   recorded = json.loads((export_dir / "1" / "assets.extra" / saved_model.DECODE_HPARAMS_FILE).read_text())
   assert recorded["sub_batch_size"] == 2 and recorded["xla"] is xla
   assert recorded["refill_slots"] == slots
-  return model_dir, tf.saved_model.load(str(export_dir / "1")).signatures, DecodeHParams().parse(decode)
+  return model_dir, tf.saved_model.load(str(export_dir / "1")).signatures, tiny_decode_defaults.parse(decode)
 
 
 def texts(tensor):

@@ -28,7 +28,6 @@ from t2t_lite.bin import decoder as decoder_cli
 from t2t_lite.bin import exporter as exporter_cli
 from t2t_lite.bin import serve as serve_cli
 from t2t_lite.decoding import attention_pictures, buckets
-from t2t_lite.hparams import DecodeHParams
 from t2t_lite.serving import app as app_lib
 from t2t_lite.serving import backends, rest
 from t2t_lite.serving.batching import (BatchingOptions, BatchQueue, OverloadedError, QueueClosedError,
@@ -50,8 +49,8 @@ def model_dir(tiny_model_dir):
 
 
 @pytest.fixture(scope="module")
-def backend(model_dir):
-  return backends.ModelDirBackend(model_dir, DecodeHParams().parse(DECODE),
+def backend(model_dir, tiny_decode_defaults):
+  return backends.ModelDirBackend(model_dir, tiny_decode_defaults.parse(DECODE),
                                   BatchingOptions(max_batch_size=8).batch_sizes)
 
 
@@ -516,11 +515,12 @@ class GatedWarmUp:
     return getattr(self._backend, name)
 
 
-def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir, backend):
+def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir, backend,
+                                                                        tiny_decode_defaults):
   """Until the warm-up is over: /health 503 "warming up", the model LOADING, predictions 503.
   After it, requests within the warmed buckets (batch 1 or 2, up to 16 subwords) trace no new
   search shape; a longer source does (width 32), so the count can tell."""
-  fresh = backends.ModelDirBackend(model_dir, DecodeHParams().parse(DECODE), (1, 2),
+  fresh = backends.ModelDirBackend(model_dir, tiny_decode_defaults.parse(DECODE), (1, 2),
                                    warmup_max_width=16)
   assert fresh.warms_up and fresh.translator.tracing_count == 0
   short = ["A man .", "Two dogs play .", "A woman reads a book ."]
