@@ -720,8 +720,8 @@ def bench_model_dir(args):
            if args.references else ""), flush=True)
   export_dir = os.path.join(args.workdir, "saved_model")
   # The problem's decode defaults, as t2t-lite-exporter writes them, with the given overrides.
-  export_hparams = model_dirs.decode_defaults(model_dirs.find_problem(
-      model_dirs.read_record(args.model_dir)["problem"])).parse(args.saved_model_decode_hparams)
+  export_hparams = model_dirs.model_decode_defaults(args.model_dir).parse(
+      args.saved_model_decode_hparams)
   print(f"SavedModel decode hparams: {args.saved_model_decode_hparams or 'the defaults'}")
   version = saved_model.export(args.model_dir, export_dir, export_hparams, version=int(time.time()))
   process = SavedModelProcess(version, lines_file, args.batch)

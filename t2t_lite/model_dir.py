@@ -193,6 +193,11 @@ def decode_defaults(problem: Problem | None) -> DecodeHParams:
   return problem.default_decode_hparams() if problem is not None else DecodeHParams()
 
 
+def model_decode_defaults(output_dir: str) -> DecodeHParams:
+  """`decode_defaults` of the problem the model in `output_dir` records."""
+  return decode_defaults(find_problem(read_record(output_dir)["problem"]))
+
+
 def decode_constraint(output_dir: str, vocab, decode_hparams: DecodeHParams):
   """The decoding constraint of the model's problem (parsing: only well-formed trees over the
   input), or None: when the problem has none, is not registered here, or `constrained=false`."""

@@ -225,5 +225,4 @@ def tiny_decode_defaults(tiny_model_dir):
   """The decode hparams every command starts from for `tiny_model_dir`: its problem's defaults
   (translate_ende_multi30k: beam 4, alpha 1.2), which `--decode_hparams` then overrides."""
   from t2t_lite import model_dir  # pylint: disable=import-outside-toplevel
-  return model_dir.decode_defaults(
-      model_dir.find_problem(model_dir.read_record(str(tiny_model_dir[0]))["problem"]))
+  return model_dir.model_decode_defaults(str(tiny_model_dir[0]))

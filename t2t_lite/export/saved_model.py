@@ -315,8 +315,7 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
     raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
                      "(SentencePiece) problems can be exported as text-in/text-out models")
   if decode_hparams is None:
-    decode_hparams = model_dir.decode_defaults(
-        model_dir.find_problem(model_dir.read_record(output_dir)["problem"]))
+    decode_hparams = model_dir.model_decode_defaults(output_dir)
   module = TranslationModule(model, tokenizer, decode_hparams,
                              model_dir.decode_constraint(output_dir, vocab, decode_hparams))
   os.makedirs(export_dir, exist_ok=True)
