@@ -389,6 +389,31 @@ def test_tune_matches_steps_to_the_baselines_time_by_measured_rate(copy):
   assert result.returncode == 0 and "--train_minutes=55 " in of(calls, "trainer")[0], result.stderr
 
 
+def test_trainings_of_the_same_work_share_the_mean_of_their_rates(copy):
+  """Overrides in another order, or other dropouts above 0, compute the same: such trainings share
+  their rate rows and train round(N x the rows' mean); a dropout of 0 is other work (no rate)."""
+  result, _ = run(copy, "multi30k_tune.sh", "rates", SETTINGS=RATE_SETTINGS, RATE_UPDATES="10",
+                  ONLY="b2048")
+  assert result.returncode == 0, result.stderr
+  path = copy / "scripts" / "multi30k_rates.tsv"
+  header, baseline, measured = path.read_text().splitlines()
+  assert measured.startswith("multi30k,batch_size=2048\tmulti30k\t3.2\t1.6000\t")
+  other = measured.replace("multi30k,batch_size=2048\t", "multi30k,dropout=0.3,batch_size=2048\t")
+  path.write_text("\n".join([header, baseline, measured.replace("batch_size=2048\t", "batch_size=2048,dropout=0.2\t"),
+                             other.replace("\t1.6000\t", "\t1.8000\t"), ""]))
+  settings = """
+d1   batch_size=2048,dropout=0.1              200x5  beam_size=4,alpha=0.6
+d25  dropout=0.25,batch_size=2048             200x5  beam_size=4,alpha=0.6
+d0   batch_size=2048,dropout=0.0              200x5  beam_size=4,alpha=0.6
+"""
+  listing, _ = run(copy, "multi30k_tune.sh", "list", SETTINGS=settings, TRAIN_STEPS="1000")
+  assert listing.returncode == 0, listing.stderr
+  lines = {line.split()[0]: line for line in listing.stdout.splitlines() if line.strip()}
+  assert "to train (1700 updates: 1000 steps matched by rate)" in lines["d1"]
+  assert "to train (1700 updates: 1000 steps matched by rate)" in lines["d25"]
+  assert "no rate" in lines["d0"]
+
+
 def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys):
   """`rates` reads t2t-lite-trainer's "updates/s": the updates since the last log line over the
   time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s)."""
