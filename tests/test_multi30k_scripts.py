@@ -399,8 +399,8 @@ def test_trainings_of_the_same_work_share_the_mean_of_their_rates(copy):
   header, baseline, measured = path.read_text().splitlines()
   assert measured.startswith("multi30k,batch_size=2048\tmulti30k\t3.2\t1.6000\t")
   other = measured.replace("multi30k,batch_size=2048\t", "multi30k,dropout=0.3,batch_size=2048\t")
-  path.write_text("\n".join([header, baseline, measured.replace("batch_size=2048\t", "batch_size=2048,dropout=0.2\t"),
-                             other.replace("\t1.6000\t", "\t1.8000\t"), ""]))
+  reordered = measured.replace("batch_size=2048\t", "batch_size=2048,dropout=0.2\t")
+  path.write_text("\n".join([header, baseline, reordered, other.replace("\t1.6000\t", "\t1.8000\t"), ""]))
   settings = """
 d1   batch_size=2048,dropout=0.1              200x5  beam_size=4,alpha=0.6
 d25  dropout=0.25,batch_size=2048             200x5  beam_size=4,alpha=0.6
