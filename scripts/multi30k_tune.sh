@@ -117,6 +117,16 @@ shopt -s inherit_errexit
 #   instead of a graph: bench_train measured float32 XLA 1.06-1.07x the graph on tiny's shapes on
 #   the Zen 5 EPYC, and XLA as the faster float32 path on the AVX2 EPYC; its rate decides whether
 #   the recipe's set should compile (the numbers differ by rounding only).
+# Next, on the adopted set (tiny_dropout0.2: dev loss still falling at its last update, so short
+# of updates rather than capacity), 2026-11-27:
+# - tiny_dropout0.2_warmup500: the same constant 1.79, warmup 500: the rate reaches its peak
+#   (7.1e-3) in half the updates and equals the adopted schedule from update 1,000 on, so fewer
+#   of a short run's updates are spent warming up (rate-neutral: the same updates).
+# - tiny_dropout0.2_ff512: ff 512 (2d, as Wu et al.'s d 256 model has 4d): the layers are about
+#   a third of tiny's step (half is the output projection over the 8k vocabulary), so a wider
+#   feed-forward costs few updates; the rate decides how many.
+# - tiny_dropout0.2_batch6144: 1.5x the tokens per update (Wu et al. trained 2 x 4,096): fewer,
+#   less noisy updates; 2,048 scored lower than 4,096, so whether the trend goes on upward.
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -150,6 +160,9 @@ tiny_dropout0.2_avg100x10_alpha1.2  hidden_size=128,filter_size=256,num_hidden_l
 tiny_dropout0.2_avg100x10_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79  100x10  beam_size=4,alpha=1.0
 tiny_dropout0.2_avg100x5_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79  100x5  beam_size=4,alpha=1.0
 tiny_dropout0.2_xla   hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,xla_compile=true  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_warmup500  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_warmup_steps=500  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_ff512  hidden_size=128,filter_size=512,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_batch6144  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,batch_size=6144  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.1       hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
 tiny_dropout0.1_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
 tiny_dropout0.2_ls0.2  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
