@@ -15,7 +15,7 @@ from t2t_lite.hparams import ModelConfig
 from t2t_lite.layers import (Decoder, DecoderLayer, Encoder, EncoderLayer, FeedForward,
                              LearnedPositionEmbedding, MultiHeadAttention, SharedEmbedding,
                              SinusoidalPositionEncoding)
-from t2t_lite.layers.decoder_stack import join_layer_caches
+from t2t_lite.layers.decoder_stack import join_layer_caches, split_layer_caches
 
 pytestmark = pytest.mark.backend_independent
 
@@ -538,6 +538,15 @@ def test_decoder_stack_cache_matches_full(norm_type):
     output, cache = decoder(x[:, step:step + 1], memory_padding_mask=mask, cache=cache, step=step)
     steps.append(to_np(output))
   np.testing.assert_allclose(np.concatenate(steps, 1), full, atol=1e-5)
+  # split_layer_caches inverts join_layer_caches: the written self-attention part and the
+  # untouched memory part, each keyed by layer.
+  self_part, memory_part = split_layer_caches(cache)
+  assert sorted(self_part) == sorted(memory_part) == ["layer_0", "layer_1"]
+  for name, memory_kv in decoder.memory_cache(memory).items():
+    for key in ("k", "v"):
+      np.testing.assert_array_equal(to_np(memory_part[name][key]), to_np(memory_kv[key]))
+      assert self_part[name][key] is cache[name]["self"][key]
+  assert join_layer_caches(self_part, memory_part).keys() == cache.keys()
 
 
 def test_encoder_decoder_layers_validate_arguments():

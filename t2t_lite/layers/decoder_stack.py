@@ -15,6 +15,13 @@ def join_layer_caches(self_cache, memory_cache):
           for name, memory_kv in memory_cache.items()}
 
 
+def split_layer_caches(cache):
+  """The inverse of `join_layer_caches`: `Decoder`'s cache -> (self_cache, memory_cache), each
+  {"layer_i": {"k", "v"}}."""
+  return ({name: layer["self"] for name, layer in cache.items()},
+          {name: layer["memory"] for name, layer in cache.items()})
+
+
 @keras.saving.register_keras_serializable(package="t2t_lite")
 class Decoder(LayerStack):
   """N identical `DecoderLayer`s (paper section 3.1: N = 6), in `self.layers`, plus a final

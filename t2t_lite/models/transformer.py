@@ -15,7 +15,7 @@ from keras import ops
 from t2t_lite import registry
 from t2t_lite.hparams.model_config import ModelConfig
 from t2t_lite.layers import checks
-from t2t_lite.layers.decoder_stack import Decoder, join_layer_caches
+from t2t_lite.layers.decoder_stack import Decoder, join_layer_caches, split_layer_caches
 from t2t_lite.layers.dropout import Dropout
 from t2t_lite.layers.encoder_stack import Encoder
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
@@ -55,13 +55,10 @@ def split_cache(cache):
   beams (a cache shared by the beams: and "lineage", which alone is reordered); fixed:
   {"source_mask", "memory": {"layer_i": {"k", "v"}}}, the same for every beam.
   """
-  layers = cache["decoder"]
-  growing = {name: layer["self"] for name, layer in layers.items()}
+  growing, memory = split_layer_caches(cache["decoder"])
   if "lineage" in cache:
     growing["lineage"] = cache["lineage"]
-  return (growing,
-          {"source_mask": cache["source_mask"],
-           "memory": {name: layer["memory"] for name, layer in layers.items()}})
+  return growing, {"source_mask": cache["source_mask"], "memory": memory}
 
 
 def join_cache(growing, fixed):
