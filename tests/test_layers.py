@@ -72,9 +72,12 @@ def np_ffn(x, layer):
 
 
 def np_layer_norm(x, layer):
+  """With the epsilon the tests configure (CONFIG's), not the one the layer holds: that the layer
+  was given it is part of what is tested."""
   mean = x.mean(-1, keepdims=True)
   var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + layer.epsilon) * to_np(layer.gamma) + to_np(layer.beta)
+  epsilon = CONFIG.layer_norm_epsilon
+  return (x - mean) / np.sqrt(var + epsilon) * to_np(layer.gamma) + to_np(layer.beta)
 
 
 def np_sublayer(x, fn, norm, norm_type):
@@ -457,8 +460,19 @@ def test_encoder_and_decoder_stack_contracts():
                  expected_output_shape=(B, TQ, D), expected_num_trainable_weights=2 * 15)
 
 
+# layer_norm_epsilon far from T2T's 1e-6 and Keras' 1e-3, so that a norm built without it shows.
 CONFIG = ModelConfig(hidden_size=D, num_heads=4, filter_size=32, layer_prepostprocess_dropout=0.0,
-                     attention_dropout=0.0, relu_dropout=0.0)
+                     attention_dropout=0.0, relu_dropout=0.0, layer_norm_epsilon=1e-2)
+
+
+def randomize_norms(layer):
+  """Gives each LayerNorm inside `layer` a gamma and beta of its own: as built they are all 1 and
+  0, one and the same function, so a norm applied in another's place would go unnoticed."""
+  weights = [w for w in layer.weights if w.path.endswith(("/gamma", "/beta"))]
+  assert weights
+  for seed, weight in enumerate(weights):
+    noise = random_array(*weight.shape, seed=100 + seed) * 0.5
+    weight.assign(noise + 1 if weight.path.endswith("/gamma") else noise)
 
 
 def np_encoder_layer(x, layer, padding_mask, norm_type):
@@ -475,6 +489,8 @@ def np_encoder_layer(x, layer, padding_mask, norm_type):
 def test_encoder_layer_matches_numpy(norm_type):
   layer = EncoderLayer(CONFIG.replace(norm_type=norm_type))
   x, mask = random_array(B, TK, D), padding_mask_np()
+  layer(x, padding_mask=mask)
+  randomize_norms(layer)
   output = to_np(layer(x, padding_mask=mask))
   np.testing.assert_allclose(output, np_encoder_layer(x, layer, mask, norm_type), atol=1e-4)
 
@@ -483,6 +499,8 @@ def test_encoder_layer_matches_numpy(norm_type):
 def test_decoder_layer_matches_numpy(norm_type):
   layer = DecoderLayer(CONFIG.replace(norm_type=norm_type))
   x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
+  layer(x, memory, memory_padding_mask=mask)
+  randomize_norms(layer)
   output = to_np(layer(x, memory, memory_padding_mask=mask))
 
   def self_attend(y):
@@ -504,6 +522,8 @@ def test_decoder_layer_matches_numpy(norm_type):
 def test_encoder_stack_chains_layers_and_final_norm(norm_type):
   encoder = Encoder(CONFIG.replace(num_encoder_layers=2, norm_type=norm_type))
   x, mask = random_array(B, TK, D), padding_mask_np()
+  encoder(x, padding_mask=mask)
+  randomize_norms(encoder)
   output, scores = encoder(x, padding_mask=mask, return_attention_scores=True)
   expected = x
   for layer in encoder.layers:
