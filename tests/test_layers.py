@@ -326,7 +326,9 @@ def test_position_encoding_layer_contracts():
 @pytest.mark.parametrize("channels", [16, 17])
 def test_sinusoid_matches_formula(layout, channels):
   layer = SinusoidalPositionEncoding(layout=layout)
-  x = np.zeros((B, 50, channels), "float32")
+  # Not zeros: the layer returns the signal alone (its caller adds it), and a sum with the input
+  # would pass on zeros.
+  x = random_array(B, 50, channels)
   expected = np_timing_signal(range(50), channels, layout=layout)
   np.testing.assert_allclose(to_np(layer(x))[1], expected, atol=1e-5)
   # Decoding: one position at a (possibly traced) start index, or explicit positions.
@@ -334,6 +336,7 @@ def test_sinusoid_matches_formula(layout, channels):
                              expected[37], atol=1e-5)
   explicit = to_np(layer(x[:, :3], positions=np.array([[4, 9, 2], [0, 1, 2]])))
   np.testing.assert_allclose(explicit[0], expected[[4, 9, 2]], atol=1e-5)
+  np.testing.assert_allclose(explicit[1], expected[[0, 1, 2]], atol=1e-5)  # each row its own
 
 
 def test_sinusoid_layouts_are_a_channel_permutation():
@@ -372,7 +375,7 @@ def test_t2t_and_paper_sinusoids_differ_more_with_position():
 
 def test_learned_position_embedding_rows():
   layer = LearnedPositionEmbedding(max_position=12)
-  x = np.zeros((B, 5, D), "float32")
+  x = random_array(B, 5, D)  # not zeros, on which the table rows plus the input would pass too
   output = to_np(layer(x))
   table = to_np(layer.embeddings)
   assert table.shape == (12, D)
