@@ -218,6 +218,8 @@ def test_self_attention_cache_matches_full_causal_attention():
   cache = layer.init_cache(B, max_length=TK)
   first, cache = layer(x[:, :2], cache=cache, step=0)
   np.testing.assert_allclose(to_np(first), full[:, :2], atol=1e-5)
+  third, _ = layer(x[:, 2:3], cache=cache, step=2)  # sees the keys the prefix wrote
+  np.testing.assert_allclose(to_np(third), full[:, 2:3], atol=1e-5)
 
 
 def test_attention_softmax_is_float32_under_mixed_precision():
