@@ -416,7 +416,8 @@ d0   batch_size=2048,dropout=0.0              200x5  beam_size=4,alpha=0.6
 
 def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys):
   """`rates` reads t2t-lite-trainer's "updates/s": the updates since the last log line over the
-  time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s)."""
+  time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s, the
+  evaluation 10 s)."""
   import re  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
@@ -432,8 +433,13 @@ def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monk
 
   monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
   monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
-  # The evaluation's own work plays no part here: a stand-in, which saves tracing it.
-  monkeypatch.setattr(train_loop.Trainer, "evaluate", lambda self, dataset, steps: {"loss": 1.0})
+  # The evaluation's own work plays no part here: a stand-in, which saves tracing it. It takes
+  # time on the clock, or a window that counted it would read the same rate.
+  def evaluate(self, dataset, steps):
+    now[0] += 10.0
+    return {"loss": 1.0}
+
+  monkeypatch.setattr(train_loop.Trainer, "evaluate", evaluate)
   hparams = get_hparams("transformer_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
                         "batch_size=256,max_length=16,eval_bleu_examples=0")
   train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hparams, str(tmp_path / "run"),
@@ -443,5 +449,6 @@ def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monk
   # What the rates mode's sed takes: "step N: ... updates/s R" at the end of the line.
   logged = [re.fullmatch(r"step (\d+): .* updates/s ([0-9.e+-]+)", line) for line in lines]
   rates = {int(m[1]): float(m[2]) for m in logged if m}
-  # Step 4's window: the evaluation after step 3 began it, so 1 update in 0.25 s.
+  # Step 4's window: the evaluation after step 3 began it, so 1 update in 0.25 s (from step 2's
+  # line, evaluation included: 2 in 10.5 s).
   assert rates == {2: 4.0, 4: 4.0, 6: 4.0}, lines
