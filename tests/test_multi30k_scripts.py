@@ -17,11 +17,12 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh")
 
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
-# --train_minutes; $FAKE_EXIT makes it stop early with that status, hparams with
-# learning_rate_constant=9 make it diverge; it records a training path in hparams.json. Every
-# --log_every updates it logs a line with the "updates/s" of those updates, as t2t-lite-trainer
-# does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6), but 0.05 up to step 20 (tracing)
-# and 0.1 at each 7th step (a batch shape compiled), which the rates mode must not count.
+# --train_minutes, and keeps the newest --keep_checkpoint_max of them; $FAKE_EXIT makes it stop
+# early with that status, hparams with learning_rate_constant=9 make it diverge; it records a
+# training path in hparams.json. Every --log_every updates it logs a line with the "updates/s" of
+# those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6),
+# but 0.05 up to step 20 (tracing) and 0.1 at each 7th step (a batch shape compiled), which the
+# rates mode must not count.
 TRAINER = r"""
 echo "trainer $*" >> "$CALLS"
 log=100
@@ -29,6 +30,7 @@ for a in "$@"; do case $a in
   --output_dir=*) out=${a#*=} ;; --train_steps=*) steps=${a#*=} ;; --train_minutes=*) minutes=1 ;;
   --save_checkpoints_steps=*) save=${a#*=} ;; --hparams=*) hparams=${a#*=} ;;
   --overwrite_output_dir) overwrite=1 ;; --log_every=*) log=${a#*=} ;;
+  --keep_checkpoint_max=*) keep=${a#*=} ;;
 esac; done
 [ -n "${overwrite:-}" ] && rm -rf "$out"
 mkdir -p "$out"
@@ -44,6 +46,10 @@ for ((s = log; s <= last; s += log)); do
 done
 for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; done
 touch "$out/ckpt-$last.index"
+if [ -n "${keep:-}" ]; then
+  ls "$out" | sed -n 's/^ckpt-\([0-9]*\)\.index$/\1/p' | sort -n | head -n -"$keep" |
+    while read -r s; do rm "$out/ckpt-$s.index"; done
+fi
 [ -n "${FAKE_EXIT:-}" ] && exit "$FAKE_EXIT"
 case $hparams in *learning_rate_constant=9*)
   echo "error: training loss (or gradient) became NaN or infinite before step 301; stopped"; exit 1 ;;
@@ -247,7 +253,8 @@ def test_tune_scores_val_and_averages_what_the_recipe_would(copy):
 
 
 @pytest.mark.parametrize("last_step", [1400, 1498])
-@pytest.mark.parametrize("interval,count", [(200, 5), (100, 3), (200, 1)])
+# 100x12 needs more than the 10 checkpoints a tuning run keeps at least.
+@pytest.mark.parametrize("interval,count", [(200, 5), (100, 12), (200, 1)])
 def test_tune_averages_the_checkpoints_the_recipe_averages(copy, last_step, interval, count):
   """IxN of a tuning run saved every 100 updates: the checkpoints the recipe with SAVE_STEPS=I and
   AVERAGE=N averages, whether the run stopped on a multiple of I or between two."""
