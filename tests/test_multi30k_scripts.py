@@ -407,7 +407,13 @@ def test_trainings_of_the_same_work_share_the_mean_of_their_rates(copy):
   assert measured.startswith("multi30k,batch_size=2048\tmulti30k\t3.2\t1.6000\t")
   other = measured.replace("multi30k,batch_size=2048\t", "multi30k,dropout=0.3,batch_size=2048\t")
   reordered = measured.replace("batch_size=2048\t", "batch_size=2048,dropout=0.2\t")
-  path.write_text("\n".join([header, baseline, reordered, other.replace("\t1.6000\t", "\t1.8000\t"), ""]))
+  # The mean, 1.7006, matches 1700.6 updates: rounded, 1701 (cut, 1700).
+  other = other.replace("\t1.6000\t", "\t1.8012\t")
+  # The same work measured on another CPU or against another baseline is no rate here.
+  fields = reordered.split("\t")
+  other_cpu = "\t".join(fields[:3] + ["4.0000", fields[4], "another CPU, 2 cores"] + fields[6:])
+  other_baseline = "\t".join(fields[:1] + ["multi30k_tiny", fields[2], "4.0000"] + fields[4:])
+  path.write_text("\n".join([header, baseline, reordered, other, other_cpu, other_baseline, ""]))
   settings = """
 d1   batch_size=2048,dropout=0.1              200x5  beam_size=4,alpha=0.6
 d25  dropout=0.25,batch_size=2048             200x5  beam_size=4,alpha=0.6
@@ -416,8 +422,8 @@ d0   batch_size=2048,dropout=0.0              200x5  beam_size=4,alpha=0.6
   listing, _ = run(copy, "multi30k_tune.sh", "list", SETTINGS=settings, TRAIN_STEPS="1000")
   assert listing.returncode == 0, listing.stderr
   lines = {line.split()[0]: line for line in listing.stdout.splitlines() if line.strip()}
-  assert "to train (1700 updates: 1000 steps matched by rate)" in lines["d1"]
-  assert "to train (1700 updates: 1000 steps matched by rate)" in lines["d25"]
+  assert "to train (1701 updates: 1000 steps matched by rate)" in lines["d1"]
+  assert "to train (1701 updates: 1000 steps matched by rate)" in lines["d25"]
   assert "no rate" in lines["d0"]
 
 
