@@ -72,9 +72,12 @@ def np_ffn(x, layer):
 
 
 def np_layer_norm(x, layer):
+  """With the epsilon the tests configure (CONFIG's), not the one the layer holds: that the layer
+  was given it is part of what is tested."""
   mean = x.mean(-1, keepdims=True)
   var = ((x - mean) ** 2).mean(-1, keepdims=True)
-  return (x - mean) / np.sqrt(var + layer.epsilon) * to_np(layer.gamma) + to_np(layer.beta)
+  epsilon = CONFIG.layer_norm_epsilon
+  return (x - mean) / np.sqrt(var + epsilon) * to_np(layer.gamma) + to_np(layer.beta)
 
 
 def np_sublayer(x, fn, norm, norm_type):
@@ -215,6 +218,8 @@ def test_self_attention_cache_matches_full_causal_attention():
   cache = layer.init_cache(B, max_length=TK)
   first, cache = layer(x[:, :2], cache=cache, step=0)
   np.testing.assert_allclose(to_np(first), full[:, :2], atol=1e-5)
+  third, _ = layer(x[:, 2:3], cache=cache, step=2)  # sees the keys the prefix wrote
+  np.testing.assert_allclose(to_np(third), full[:, 2:3], atol=1e-5)
 
 
 def test_attention_softmax_is_float32_under_mixed_precision():
@@ -323,7 +328,9 @@ def test_position_encoding_layer_contracts():
 @pytest.mark.parametrize("channels", [16, 17])
 def test_sinusoid_matches_formula(layout, channels):
   layer = SinusoidalPositionEncoding(layout=layout)
-  x = np.zeros((B, 50, channels), "float32")
+  # Not zeros: the layer returns the signal alone (its caller adds it), and a sum with the input
+  # would pass on zeros.
+  x = random_array(B, 50, channels)
   expected = np_timing_signal(range(50), channels, layout=layout)
   np.testing.assert_allclose(to_np(layer(x))[1], expected, atol=1e-5)
   # Decoding: one position at a (possibly traced) start index, or explicit positions.
@@ -331,6 +338,7 @@ def test_sinusoid_matches_formula(layout, channels):
                              expected[37], atol=1e-5)
   explicit = to_np(layer(x[:, :3], positions=np.array([[4, 9, 2], [0, 1, 2]])))
   np.testing.assert_allclose(explicit[0], expected[[4, 9, 2]], atol=1e-5)
+  np.testing.assert_allclose(explicit[1], expected[[0, 1, 2]], atol=1e-5)  # each row its own
 
 
 def test_sinusoid_layouts_are_a_channel_permutation():
@@ -369,7 +377,7 @@ def test_t2t_and_paper_sinusoids_differ_more_with_position():
 
 def test_learned_position_embedding_rows():
   layer = LearnedPositionEmbedding(max_position=12)
-  x = np.zeros((B, 5, D), "float32")
+  x = random_array(B, 5, D)  # not zeros, on which the table rows plus the input would pass too
   output = to_np(layer(x))
   table = to_np(layer.embeddings)
   assert table.shape == (12, D)
@@ -457,8 +465,19 @@ def test_encoder_and_decoder_stack_contracts():
                  expected_output_shape=(B, TQ, D), expected_num_trainable_weights=2 * 15)
 
 
+# layer_norm_epsilon far from T2T's 1e-6 and Keras' 1e-3, so that a norm built without it shows.
 CONFIG = ModelConfig(hidden_size=D, num_heads=4, filter_size=32, layer_prepostprocess_dropout=0.0,
-                     attention_dropout=0.0, relu_dropout=0.0)
+                     attention_dropout=0.0, relu_dropout=0.0, layer_norm_epsilon=1e-2)
+
+
+def randomize_norms(layer):
+  """Gives each LayerNorm inside `layer` a gamma and beta of its own: as built they are all 1 and
+  0, one and the same function, so a norm applied in another's place would go unnoticed."""
+  weights = [w for w in layer.weights if w.path.endswith(("/gamma", "/beta"))]
+  assert weights
+  for seed, weight in enumerate(weights):
+    noise = random_array(*weight.shape, seed=100 + seed) * 0.5
+    weight.assign(noise + 1 if weight.path.endswith("/gamma") else noise)
 
 
 def np_encoder_layer(x, layer, padding_mask, norm_type):
@@ -475,6 +494,8 @@ def np_encoder_layer(x, layer, padding_mask, norm_type):
 def test_encoder_layer_matches_numpy(norm_type):
   layer = EncoderLayer(CONFIG.replace(norm_type=norm_type))
   x, mask = random_array(B, TK, D), padding_mask_np()
+  layer(x, padding_mask=mask)
+  randomize_norms(layer)
   output = to_np(layer(x, padding_mask=mask))
   np.testing.assert_allclose(output, np_encoder_layer(x, layer, mask, norm_type), atol=1e-4)
 
@@ -483,6 +504,8 @@ def test_encoder_layer_matches_numpy(norm_type):
 def test_decoder_layer_matches_numpy(norm_type):
   layer = DecoderLayer(CONFIG.replace(norm_type=norm_type))
   x, memory, mask = random_array(B, TQ, D, seed=1), random_array(B, TK, D, seed=2), padding_mask_np()
+  layer(x, memory, memory_padding_mask=mask)
+  randomize_norms(layer)
   output = to_np(layer(x, memory, memory_padding_mask=mask))
 
   def self_attend(y):
@@ -504,6 +527,8 @@ def test_decoder_layer_matches_numpy(norm_type):
 def test_encoder_stack_chains_layers_and_final_norm(norm_type):
   encoder = Encoder(CONFIG.replace(num_encoder_layers=2, norm_type=norm_type))
   x, mask = random_array(B, TK, D), padding_mask_np()
+  encoder(x, padding_mask=mask)
+  randomize_norms(encoder)
   output, scores = encoder(x, padding_mask=mask, return_attention_scores=True)
   expected = x
   for layer in encoder.layers:

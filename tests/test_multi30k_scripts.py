@@ -17,11 +17,12 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh")
 
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
-# --train_minutes; $FAKE_EXIT makes it stop early with that status, hparams with
-# learning_rate_constant=9 make it diverge; it records a training path in hparams.json. Every
-# --log_every updates it logs a line with the "updates/s" of those updates, as t2t-lite-trainer
-# does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6), but 0.05 up to step 20 (tracing)
-# and 0.1 at each 7th step (a batch shape compiled), which the rates mode must not count.
+# --train_minutes, and keeps the newest --keep_checkpoint_max of them; $FAKE_EXIT makes it stop
+# early with that status, hparams with learning_rate_constant=9 make it diverge; it records a
+# training path in hparams.json. Every --log_every updates it logs a line with the "updates/s" of
+# those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6),
+# but 0.05 up to step 20 (tracing) and 0.1 at each 7th step (a batch shape compiled), which the
+# rates mode must not count.
 TRAINER = r"""
 echo "trainer $*" >> "$CALLS"
 log=100
@@ -29,6 +30,7 @@ for a in "$@"; do case $a in
   --output_dir=*) out=${a#*=} ;; --train_steps=*) steps=${a#*=} ;; --train_minutes=*) minutes=1 ;;
   --save_checkpoints_steps=*) save=${a#*=} ;; --hparams=*) hparams=${a#*=} ;;
   --overwrite_output_dir) overwrite=1 ;; --log_every=*) log=${a#*=} ;;
+  --keep_checkpoint_max=*) keep=${a#*=} ;;
 esac; done
 [ -n "${overwrite:-}" ] && rm -rf "$out"
 mkdir -p "$out"
@@ -44,6 +46,10 @@ for ((s = log; s <= last; s += log)); do
 done
 for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; done
 touch "$out/ckpt-$last.index"
+if [ -n "${keep:-}" ]; then
+  ls "$out" | sed -n 's/^ckpt-\([0-9]*\)\.index$/\1/p' | sort -n | head -n -"$keep" |
+    while read -r s; do rm "$out/ckpt-$s.index"; done
+fi
 [ -n "${FAKE_EXIT:-}" ] && exit "$FAKE_EXIT"
 case $hparams in *learning_rate_constant=9*)
   echo "error: training loss (or gradient) became NaN or infinite before step 301; stopped"; exit 1 ;;
@@ -247,7 +253,8 @@ def test_tune_scores_val_and_averages_what_the_recipe_would(copy):
 
 
 @pytest.mark.parametrize("last_step", [1400, 1498])
-@pytest.mark.parametrize("interval,count", [(200, 5), (100, 3), (200, 1)])
+# 100x12 needs more than the 10 checkpoints a tuning run keeps at least.
+@pytest.mark.parametrize("interval,count", [(200, 5), (100, 12), (200, 1)])
 def test_tune_averages_the_checkpoints_the_recipe_averages(copy, last_step, interval, count):
   """IxN of a tuning run saved every 100 updates: the checkpoints the recipe with SAVE_STEPS=I and
   AVERAGE=N averages, whether the run stopped on a multiple of I or between two."""
@@ -400,7 +407,13 @@ def test_trainings_of_the_same_work_share_the_mean_of_their_rates(copy):
   assert measured.startswith("multi30k,batch_size=2048\tmulti30k\t3.2\t1.6000\t")
   other = measured.replace("multi30k,batch_size=2048\t", "multi30k,dropout=0.3,batch_size=2048\t")
   reordered = measured.replace("batch_size=2048\t", "batch_size=2048,dropout=0.2\t")
-  path.write_text("\n".join([header, baseline, reordered, other.replace("\t1.6000\t", "\t1.8000\t"), ""]))
+  # The mean, 1.7006, matches 1700.6 updates: rounded, 1701 (cut, 1700).
+  other = other.replace("\t1.6000\t", "\t1.8012\t")
+  # The same work measured on another CPU or against another baseline is no rate here.
+  fields = reordered.split("\t")
+  other_cpu = "\t".join(fields[:3] + ["4.0000", fields[4], "another CPU, 2 cores"] + fields[6:])
+  other_baseline = "\t".join(fields[:1] + ["multi30k_tiny", fields[2], "4.0000"] + fields[4:])
+  path.write_text("\n".join([header, baseline, reordered, other, other_cpu, other_baseline, ""]))
   settings = """
 d1   batch_size=2048,dropout=0.1              200x5  beam_size=4,alpha=0.6
 d25  dropout=0.25,batch_size=2048             200x5  beam_size=4,alpha=0.6
@@ -409,14 +422,15 @@ d0   batch_size=2048,dropout=0.0              200x5  beam_size=4,alpha=0.6
   listing, _ = run(copy, "multi30k_tune.sh", "list", SETTINGS=settings, TRAIN_STEPS="1000")
   assert listing.returncode == 0, listing.stderr
   lines = {line.split()[0]: line for line in listing.stdout.splitlines() if line.strip()}
-  assert "to train (1700 updates: 1000 steps matched by rate)" in lines["d1"]
-  assert "to train (1700 updates: 1000 steps matched by rate)" in lines["d25"]
+  assert "to train (1701 updates: 1000 steps matched by rate)" in lines["d1"]
+  assert "to train (1701 updates: 1000 steps matched by rate)" in lines["d25"]
   assert "no rate" in lines["d0"]
 
 
 def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys):
   """`rates` reads t2t-lite-trainer's "updates/s": the updates since the last log line over the
-  time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s)."""
+  time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s, the
+  evaluation 10 s)."""
   import re  # pylint: disable=import-outside-toplevel
   import types  # pylint: disable=import-outside-toplevel
   from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
@@ -432,8 +446,13 @@ def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monk
 
   monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
   monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
-  # The evaluation's own work plays no part here: a stand-in, which saves tracing it.
-  monkeypatch.setattr(train_loop.Trainer, "evaluate", lambda self, dataset, steps: {"loss": 1.0})
+  # The evaluation's own work plays no part here: a stand-in, which saves tracing it. It takes
+  # time on the clock, or a window that counted it would read the same rate.
+  def evaluate(self, dataset, steps):
+    now[0] += 10.0
+    return {"loss": 1.0}
+
+  monkeypatch.setattr(train_loop.Trainer, "evaluate", evaluate)
   hparams = get_hparams("transformer_tiny", "hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
                         "batch_size=256,max_length=16,eval_bleu_examples=0")
   train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hparams, str(tmp_path / "run"),
@@ -443,5 +462,6 @@ def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monk
   # What the rates mode's sed takes: "step N: ... updates/s R" at the end of the line.
   logged = [re.fullmatch(r"step (\d+): .* updates/s ([0-9.e+-]+)", line) for line in lines]
   rates = {int(m[1]): float(m[2]) for m in logged if m}
-  # Step 4's window: the evaluation after step 3 began it, so 1 update in 0.25 s.
+  # Step 4's window: the evaluation after step 3 began it, so 1 update in 0.25 s (from step 2's
+  # line, evaluation included: 2 in 10.5 s).
   assert rates == {2: 4.0, 4: 4.0, 6: 4.0}, lines
