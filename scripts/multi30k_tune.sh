@@ -127,6 +127,9 @@ shopt -s inherit_errexit
 #   feed-forward costs few updates; the rate decides how many.
 # - tiny_dropout0.2_batch6144: 1.5x the tokens per update (Wu et al. trained 2 x 4,096): fewer,
 #   less noisy updates; 2,048 scored lower than 4,096, so whether the trend goes on upward.
+# - tiny_dropout0.2_bf16: the adopted set in mixed_bfloat16 (a graph): the rate it trains at
+#   where the CPU has AVX512_BF16 or AMX (the Zen 5 EPYC does), before the set leaves its precision
+#   to the machine (its val against float32's at the same updates: docs/training.md).
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -163,6 +166,7 @@ tiny_dropout0.2_xla   hidden_size=128,filter_size=256,num_hidden_layers=4,attent
 tiny_dropout0.2_warmup500  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_warmup_steps=500  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_ff512  hidden_size=128,filter_size=512,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_batch6144  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,batch_size=6144  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_bf16  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,mixed_precision=mixed_bfloat16  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.1       hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
 tiny_dropout0.1_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
 tiny_dropout0.2_ls0.2  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
