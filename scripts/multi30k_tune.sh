@@ -127,9 +127,10 @@ shopt -s inherit_errexit
 #   feed-forward costs few updates; the rate decides how many.
 # - tiny_dropout0.2_batch6144: 1.5x the tokens per update (Wu et al. trained 2 x 4,096): fewer,
 #   less noisy updates; 2,048 scored lower than 4,096, so whether the trend goes on upward.
-# - tiny_dropout0.2_bf16: the adopted set in mixed_bfloat16 (a graph): the rate it trains at
-#   where the CPU has AVX512_BF16 or AMX (the Zen 5 EPYC does), before the set leaves its precision
-#   to the machine (its val against float32's at the same updates: docs/training.md).
+# - tiny_dropout0.2_bf16: the adopted set in mixed_bfloat16 (a graph), what `auto` precision picks
+#   where the CPU has AVX512_BF16 or AMX: its rate on the Zen 5 EPYC read 1.08x float32's
+#   (docs/training.md, "Precision and XLA"), too little to change the set's path so far; its val
+#   at that rate's updates is still to be trained.
 # The recipe's 55 minutes on the Zen 5 (11,872 updates, 2026-11-27) showed the adopted set
 # saturated from about 4,000 updates on (val 40.97 at 4,000, 41.18 at 10,000; docs/training.md):
 # what raises its ceiling, not more updates, is what 40 on test needs. So:

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh")
+SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "multi30k_curve.sh")
 
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
@@ -188,6 +188,41 @@ def test_recipe_takes_the_interval_window_and_steps(copy):
                                           "averaged=" + ",".join(f"ckpt-{s}" for s in range(400, 1501, 100)))
   assert "--decode_hparams=beam_size=8,alpha=1.0,extra_length=50,batch_size=64" in of(calls, "decoder")[0]
 
+
+
+def test_curve_averages_the_checkpoints_ending_at_each_count_and_scores_val_and_test(copy):
+  result, _ = run(copy, "multi30k_recipe.sh", TRAIN_STEPS="1500", SAVE_STEPS="100", KEEP_CHECKPOINTS="100")
+  assert result.returncode == 0, result.stderr
+  result, calls = run(copy, "multi30k_curve.sh", "800", "1500", SAVE_STEPS="100")
+  assert result.returncode == 0, result.stderr
+  raw = copy / "raw"
+  assert [a.split(" averaged=")[1] for a in of(calls, "average")] == [
+      "ckpt-400,ckpt-500,ckpt-600,ckpt-700,ckpt-800", "ckpt-1100,ckpt-1200,ckpt-1300,ckpt-1400,ckpt-1500"]
+  assert of(calls, "average")[0].startswith(
+      "--output_dir=runs/multi30k --checkpoints=ckpt-400,ckpt-500,ckpt-600,ckpt-700,ckpt-800 "
+      "--prefix=runs/multi30k/ --avg_dir=runs/multi30k/curve/avg_800 ")
+  assert [d.split(" --decode_to_file")[0] for d in of(calls, "decoder")] == [
+      f"--output_dir=runs/multi30k/curve/avg_{n} --decode_from_file={raw}/{split}.en"
+      for n in (800, 1500) for split in ("val", "test_2016_flickr")]
+  assert all("--decode_hparams=beam_size=4,alpha=1.2,extra_length=50,batch_size=64" in d
+             for d in of(calls, "decoder"))
+  scored = re.findall(r"^== (\d+) updates, (\S+): sacreBLEU = ", result.stdout, re.M)
+  assert scored == [("800", "val"), ("800", "test_2016_flickr"), ("1500", "val"), ("1500", "test_2016_flickr")]
+
+
+@pytest.mark.parametrize("args, message", [
+    ((), "give the update counts"),
+    (("800", "12a"), "'12a' is not a number of updates"),
+    (("300",), "300 updates hold no 5 checkpoints 100 apart"),
+    (("800", "1550"), "has no ckpt-1150"),
+])
+def test_curve_rejects_counts_it_cannot_average_before_averaging_any(copy, args, message):
+  result, _ = run(copy, "multi30k_recipe.sh", TRAIN_STEPS="1500", SAVE_STEPS="100", KEEP_CHECKPOINTS="100")
+  assert result.returncode == 0, result.stderr
+  result, calls = run(copy, "multi30k_curve.sh", *args, SAVE_STEPS="100")
+  assert result.returncode == 2
+  assert message in result.stderr
+  assert not of(calls, "average") and not of(calls, "decoder")
 
 
 def test_recipe_takes_a_problem_item_out_of_the_hparams(copy):

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The learning curve of one recipe run: for each update count N given, the average of the AVERAGE
+# checkpoints SAVE_STEPS apart ending at N (what the recipe stopped at N would average), decoded
+# with DECODE and scored with sacreBLEU on val and test_2016_flickr. The run must have kept those
+# checkpoints (KEEP_CHECKPOINTS=100 for a 55-minute run). The training is deterministic and its
+# learning-rate schedule does not depend on the budget, so checkpoint N of a long run is the last
+# checkpoint of a run of N updates (docs/training.md).
+#
+#   KEEP_CHECKPOINTS=100 OUT=runs/multi30k_55min bash scripts/multi30k_recipe.sh
+#   OUT=runs/multi30k_55min bash scripts/multi30k_curve.sh 4000 6000 8000 10000
+#
+# The averages go to OUT/curve/avg_N (with their val.hyp.de and test_2016_flickr.hyp.de). The
+# recipe's variables apply (scripts/multi30k_common.sh): SAVE_STEPS, AVERAGE, DECODE, RAW_DATA_DIR.
+set -euo pipefail
+. "$(dirname "$0")/multi30k_common.sh"
+OUT=${OUT:-runs/multi30k}
+fail() { echo "error: $*" >&2; exit 2; }
+[ $# -gt 0 ] || fail "give the update counts to read the curve at, e.g. 4000 6000 8000"
+for N in "$@"; do  # every argument checked before anything is averaged
+  [[ $N =~ ^[1-9][0-9]*$ ]] || fail "'$N' is not a number of updates"
+  (( N - (AVERAGE - 1) * SAVE_STEPS > 0 )) ||
+    fail "$N updates hold no $AVERAGE checkpoints $SAVE_STEPS apart"
+  for ((k = AVERAGE - 1; k >= 0; k--)); do
+    [ -f "$OUT/ckpt-$((N - k * SAVE_STEPS)).index" ] ||
+      fail "$OUT has no ckpt-$((N - k * SAVE_STEPS)) (train with KEEP_CHECKPOINTS high enough" \
+        "to keep every checkpoint, and SAVE_STEPS as it was trained with)"
+  done
+done
+for N in "$@"; do
+  list=$(for ((k = AVERAGE - 1; k >= 0; k--)); do echo "ckpt-$((N - k * SAVE_STEPS))"; done | paste -sd,)
+  avg="$OUT/curve/avg_$N"
+  multi30k_average "$OUT" "$avg" "$list"
+  for split in val test_2016_flickr; do
+    multi30k_decode "$avg" "$RAW/$split.en" "$avg/$split.hyp.de"
+    echo "== $N updates, $split: $(t2t-lite-bleu --translation="$avg/$split.hyp.de" \
+      --reference="$RAW/$split.de" --lang=de | grep -m1 '^sacreBLEU')"
+  done
+done
