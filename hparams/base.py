@@ -25,14 +25,15 @@ logger = logging.getLogger(__name__)
 # "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size"; t2t_lite.training.schedule computes
 # these. "noam" alone is the paper's formula times learning_rate_constant.
 LEARNING_RATE_FACTORS = ("constant", "linear_warmup", "rsqrt_decay", "rsqrt_normalized_decay",
-                         "rsqrt_hidden_size", "legacy")
+                         "rsqrt_hidden_size", "legacy", "linear_decay", "cosdecay")
+# The factors that read `learning_rate_decay_steps` (and linear_decay the run's train_steps).
+DECAY_FACTORS = ("linear_decay", "cosdecay")
 OPTIMIZERS = ("adam", "adafactor")
 MIXED_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # The value of `mixed_precision` and `xla_compile` that leaves the choice to the machine: the
 # trainer resolves it at start-up from the CPU's features (`t2t_lite.fast_path`, which says why).
 AUTO = "auto"
-T2T_FACTORS_NOT_HERE = ("linear_decay", "cosdecay", "single_cycle_cos_decay",
-                        "multi_cycle_cos_decay", "exp_decay")
+T2T_FACTORS_NOT_HERE = ("single_cycle_cos_decay", "multi_cycle_cos_decay", "exp_decay")
 
 
 def schedule_factors(schedule: str) -> list[str]:
@@ -81,6 +82,9 @@ class HParams(ModelConfig):
   learning_rate_schedule: str = "constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size"
   learning_rate_constant: float = 2.0
   learning_rate_warmup_steps: int = 8000
+  # The length of linear_decay's ramp to 0 at the end of the run (it ends at the trainer's
+  # train_steps) and cosdecay's period; T2T's default (basic_params1).
+  learning_rate_decay_steps: int = 5000
   learning_rate: float = 0.2               # T2T's legacy factor: only the "legacy" schedule uses it
   clip_grad_norm: float = 0.0              # 0: no clipping (the paper)
   optimizer: str = "adam"                  # "adam" or "adafactor" (T2T's, with its defaults)
@@ -100,6 +104,8 @@ class HParams(ModelConfig):
   def validate(self) -> None:
     super().validate()
     schedule_factors(self.learning_rate_schedule)
+    check(self.learning_rate_decay_steps >= 1,
+          f"learning_rate_decay_steps must be >= 1, got {self.learning_rate_decay_steps}")
     check(self.optimizer in OPTIMIZERS,
           f"optimizer must be one of {', '.join(OPTIMIZERS)}, got {self.optimizer!r}")
     check(self.mixed_precision in MIXED_PRECISIONS + (AUTO,),

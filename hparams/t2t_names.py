@@ -65,7 +65,7 @@ SAME_AS_OURS = {
 NO_COUNTERPART = (
     "initializer", "initializer_gain", "kernel_height", "kernel_width", "compress_steps",
     "batch_shuffle_size", "min_length", "min_length_bucket", "pack_dataset", "vocab_divisor",
-    "learning_rate_decay_steps", "learning_rate_decay_staircase", "learning_rate_decay_rate",
+    "learning_rate_decay_staircase", "learning_rate_decay_rate",
     "learning_rate_minimum", "learning_rate_cosine_cycle_steps", "learning_rate_boundaries",
     "learning_rate_multiples", "optimizer_momentum_momentum", "optimizer_momentum_nesterov",
     "optimizer_zero_grads", "mixed_precision_optimizer_loss_scaler",

@@ -29,8 +29,9 @@
 # compiled a new batch shape does not count. Each row holds the rate relative to the baseline
 # measured in the same run, with the CPU; a setting is only matched by a rate measured on this
 # CPU. Rates must be measured with nothing else running (the rates mode says so; a figure taken
-# beside other work means nothing). Trainings that differ only in the learning-rate schedule's
-# numbers (RATE_NEUTRAL: learning_rate_constant, learning_rate_warmup_steps) compute the same
+# beside other work means nothing). Trainings that differ only in the learning-rate schedule
+# (RATE_NEUTRAL: learning_rate_constant, learning_rate_warmup_steps, learning_rate_schedule,
+# learning_rate_decay_steps) or label_smoothing compute the same
 # and share a rate, so warmup400 trains exactly N updates like the baseline; any other override
 # (dropout too: a rate of 0 skips its op) is measured. Under TRAIN_STEPS a setting to train with
 # no such rate is an error before anything trains: run `rates` alone first (no fallback to N).
@@ -138,6 +139,12 @@ shopt -s inherit_errexit
 #   than 0.1 scores higher (it computes the same: no rate of its own).
 # - tiny_dropout0.2_heads8: 8 heads of 16 channels instead of 4 of 32 at d 128 (the paper's and
 #   T2T's head count): the same projections, more, smaller attention maps; the rate decides.
+# - tiny_dropout0.2_post: post-norm (the paper's and transformer_base_v1's placement) instead of
+#   pre-norm: shallow post-norm models often end higher where they train stably.
+# - tiny_dropout0.2_decay2000: T2T's linear_decay factor on the adopted schedule, the learning
+#   rate down to 0 over the last 2,000 updates of the run: the average of the last checkpoints
+#   gained the adopted set 1.25 points over its last one, a sign of updates still noisy at the
+#   end, which a decay to 0 quiets (with TRAIN_STEPS it ends at the matched updates).
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -177,6 +184,8 @@ tiny_dropout0.2_batch6144  hidden_size=128,filter_size=256,num_hidden_layers=4,a
 tiny_dropout0.2_bf16  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,mixed_precision=mixed_bfloat16  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_ls0.05  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.05,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_heads8  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,num_heads=8,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_post  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,norm_type=post,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_decay2000  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.1       hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
 tiny_dropout0.1_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
 tiny_dropout0.2_ls0.2  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
@@ -204,6 +213,7 @@ RATES=${RATES:-scripts/multi30k_rates.tsv}
 RATE_SKIP=${RATE_SKIP:-20}
 RATE_UPDATES=${RATE_UPDATES:-60}
 RATE_NEUTRAL="learning_rate_constant learning_rate_warmup_steps warmup_steps label_smoothing"
+RATE_NEUTRAL+=" learning_rate_schedule learning_rate_decay_steps"  # linear_decay: a scalar factor
 TUNE_SAVE_STEPS=${TUNE_SAVE_STEPS:-100}
 MAX_TRAININGS=${MAX_TRAININGS:-1000}
 ONLY=${ONLY:-}
@@ -379,7 +389,7 @@ val_bleu() {
     fi
   fi
   local hyp
-  hyp=$1/val.$3.$(tr ',=' '+-' <<< "$4").de
+  hyp=$1/val.$3.$(tr ',*=' '+x-' <<< "$4").de
   if [ ! -f "$hyp" ]; then
     multi30k_decode "$2" "$source" "$hyp.tmp" "$4" >&2
     mv "$hyp.tmp" "$hyp"
@@ -398,7 +408,7 @@ val_bleu() {
 # the timed ones, each the trainer's own "updates/s" of its line. The run is kept in ROOT/rates.
 measure_rate() {
   local dir total=$(( RATE_SKIP + RATE_UPDATES )) rate
-  dir=$ROOT/rates/$(tr ',=' '+-' <<< "$1")
+  dir=$ROOT/rates/$(tr ',*=' '+x-' <<< "$1")
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "== timing $1: $total updates, the first $RATE_SKIP not counted" >&2
@@ -452,7 +462,7 @@ fi
 # matched to STEPS baseline updates; empty without a rate) and state (what is left to do).
 examine() {
   local relative trained
-  run=$ROOT/${budget// /}/$(tr ',=' '+-' <<< "$2")
+  run=$ROOT/${budget// /}/$(tr ',*=' '+x-' <<< "$2")
   target=
   if [ -n "$STEPS" ]; then
     relative=$(relative_rate "$(rate_key "$2")" "$cpu")

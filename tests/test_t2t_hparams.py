@@ -135,8 +135,57 @@ def test_t2t_schedule_strings_parse(schedule, expected):
     assert float(TransformerSchedule.from_hparams(hp)(step - 1)) == pytest.approx(expected(step))
 
 
+def _t2t_decay_factor(name, step_num, train_steps, decay_steps, warmup_steps):
+  """T2T's learning_rate_factor for its two decays (utils/learning_rate.py), written out."""
+  if name == "linear_decay":
+    return min(1.0, max(0.0, (train_steps - step_num) / decay_steps))
+  in_warmup = float(step_num <= warmup_steps)  # cosdecay (OpenAI GPT's)
+  return in_warmup + (1 - in_warmup) * 0.5 * (1 + np.cos(np.pi * step_num / decay_steps))
+
+
+@pytest.mark.parametrize("factor", ["linear_decay", "cosdecay"])
+@pytest.mark.parametrize("global_step", [0, 499, 999, 1000, 2999, 3000, 3999, 4000, 5000, 7000])
+def test_t2t_decay_factors(factor, global_step):
+  """T2T's linear_decay (1 until the last learning_rate_decay_steps updates of --train_steps,
+  then down to 0) and cosdecay, times the schedule before them, with the one-update shift of
+  every `*`-product schedule (test_learning_rates_are_t2t_formulas)."""
+  hp = get_hparams("transformer_base", "learning_rate_warmup_steps=1000,learning_rate_decay_steps="
+                   f"3000,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*{factor}")
+  schedule = TransformerSchedule.from_hparams(hp, train_steps=5000)
+  s = global_step + 1
+  expected = 2.0 * min(1, s / 1000) * max(s, 1000) ** -0.5 * _t2t_decay_factor(
+      factor, s, 5000, 3000, 1000)
+  assert float(schedule(global_step)) == pytest.approx(expected, rel=1e-5, abs=1e-9)
+  if factor == "linear_decay":  # flat until update 2,000, then down to 0 at update 5,000
+    assert (float(schedule(global_step)) == 0.0) == (s >= 5000)
+
+
+def test_linear_decay_needs_the_runs_end():
+  hp = get_hparams("transformer_base", "learning_rate_schedule=constant*linear_decay")
+  with pytest.raises(ValueError, match="linear_decay ends at the run's train_steps"):
+    TransformerSchedule.from_hparams(hp)
+  with pytest.raises(ValueError, match="learning_rate_decay_steps must be >= 1"):
+    get_hparams("transformer_base", "learning_rate_decay_steps=0")
+
+
+def test_the_trainer_decays_to_its_train_steps(tmp_path):
+  """The Trainer (which train_and_evaluate gives --train_steps) builds its optimizer's schedule
+  with the run's end: in a run of 12 updates decaying over 4, the rate falls from update 9 on
+  and is 0 at the last."""
+  from t2t_lite.training import train_loop
+  hp = get_hparams("transformer_tiny", "hidden_size=16,filter_size=32,num_heads=2,"
+                   "num_hidden_layers=1,learning_rate_schedule=constant*linear_decay,"
+                   "learning_rate_decay_steps=4,learning_rate_constant=0.5")
+  trainer = train_loop.Trainer(hp, 32, str(tmp_path / "t"), train_steps=12)
+  rates = []
+  for global_step in (0, 7, 8, 9, 10, 11):
+    trainer.optimizer.iterations.assign(global_step)
+    rates.append(float(trainer.optimizer.learning_rate))
+  assert rates == pytest.approx([0.5, 0.5, 0.375, 0.25, 0.125, 0.0])
+
+
 @pytest.mark.parametrize("schedule, message", [
-    ("constant*cosdecay", "'cosdecay' has no counterpart in t2t_lite"),
+    ("constant*single_cycle_cos_decay", "'single_cycle_cos_decay' has no counterpart in t2t_lite"),
     ("constant*warmup", "unknown factor 'warmup'"),
 ])
 def test_schedule_errors(schedule, message):

@@ -53,8 +53,9 @@ class LabelSmoothedCrossEntropy(keras.losses.Loss):
     return {**super().get_config(), "label_smoothing": self.label_smoothing}
 
 
-def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
-  """Keras' Adam with the hparams' betas, epsilon, schedule and clipping (clip_grad_norm).
+def build_optimizer(hparams: HParams, train_steps: int | None = None) -> keras.optimizers.Optimizer:
+  """Keras' Adam with the hparams' betas, epsilon, schedule and clipping (clip_grad_norm);
+  `train_steps`, the updates fit will make, is where a linear_decay schedule ends.
 
   weight_ema_decay > 0 turns on Keras' own moving average of the weights (`use_ema`,
   `ema_momentum`): fit trains the weights and, when it ends, replaces them with their average
@@ -66,7 +67,8 @@ def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
                      f"{hparams.optimizer}, gradient_accumulation_steps="
                      f"{hparams.gradient_accumulation_steps} through t2t-lite-trainer")
   return keras.optimizers.Adam(
-      learning_rate=TransformerSchedule.from_hparams(hparams, accumulation_steps=1),
+      learning_rate=TransformerSchedule.from_hparams(hparams, accumulation_steps=1,
+                                                     train_steps=train_steps),
       beta_1=hparams.optimizer_adam_beta1, beta_2=hparams.optimizer_adam_beta2,
       epsilon=hparams.optimizer_adam_epsilon, global_clipnorm=hparams.clip_grad_norm or None,
       use_ema=hparams.weight_ema_decay > 0, ema_momentum=hparams.weight_ema_decay or 0.99)

@@ -11,12 +11,19 @@ The paper: `lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)` ("noam").
     legacy                  T2T's "legacy" schedule with its noam decay, the one of
                             transformer_base_v1 / v2: 5000 * learning_rate * noam, times 0.002
                             with Adam
+    linear_decay            clip((train_steps - step) / decay, 0, 1): 1 until the last `decay`
+                            updates of the run, then down to 0 at its end (`train_steps`, the
+                            trainer's; decay: `learning_rate_decay_steps`)
+    cosdecay                1 through the warmup, then 0.5 * (1 + cos(pi * step / decay))
 
 T2T's later sets use `constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size`, the paper's curve
 times `learning_rate_constant` (2.0 in those sets). `step` counts updates from 1 (T2T's legacy
 schedule does too; its multiplicative ones start from 0, so their first update has a learning
-rate of 0 there and every later one the value this gives one update earlier).
+rate of 0 there and every later one the value this gives one update earlier: with linear_decay
+the last update here has a rate of 0, T2T's 1 / decay).
 """
+
+import math
 
 import keras
 from keras import ops
@@ -44,11 +51,21 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     accumulation_steps: micro-batches per update.
     learning_rate: T2T's `learning_rate`, used by the "legacy" factor only (as in T2T).
     optimizer: "adam" or "adafactor": the legacy factor's correction (0.002 for Adam).
+    decay_steps: T2T's `learning_rate_decay_steps` (linear_decay and cosdecay).
+    train_steps: the update the run ends at (T2T's --train_steps), which linear_decay decays to;
+      needed with that factor only.
+
+  Raises:
+    ValueError: linear_decay without `train_steps`.
   """
 
   def __init__(self, hidden_size, warmup_steps, schedule="noam", constant=1.0, accumulation_steps=1,
-               learning_rate=0.1, optimizer="adam"):
+               learning_rate=0.1, optimizer="adam", decay_steps=5000, train_steps=None):
     self.factors = schedule_factors(schedule)
+    if "linear_decay" in self.factors and not train_steps:
+      raise ValueError(f"learning_rate_schedule {schedule!r}: linear_decay ends at the run's "
+                       "train_steps, which this schedule was not given; train with --train_steps "
+                       "(the trainer passes it), or pass train_steps=")
     self.hidden_size = hidden_size
     self.warmup_steps = warmup_steps
     self.schedule = schedule
@@ -56,6 +73,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     self.accumulation_steps = accumulation_steps
     self.learning_rate = learning_rate
     self.optimizer = optimizer
+    self.decay_steps = decay_steps
+    self.train_steps = train_steps
 
   def _noam(self, step, warmup):
     return self.hidden_size ** -0.5 * ops.minimum(ops.rsqrt(step), step * warmup ** -1.5)
@@ -74,6 +93,11 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     if name == "legacy":
       correction = 0.002 if self.optimizer == "adam" else 1.0
       return LEGACY_CONSTANT * correction * self.learning_rate * self._noam(step, warmup)
+    if name == "linear_decay":
+      return ops.clip((self.train_steps - step) / float(self.decay_steps), 0.0, 1.0)
+    if name == "cosdecay":
+      decayed = 0.5 * (1.0 + ops.cos(math.pi * step / float(self.decay_steps)))
+      return ops.where(step <= warmup, 1.0, decayed)
     raise ValueError(f"unknown learning-rate factor {name!r}")
 
   def __call__(self, micro_step):
@@ -90,13 +114,15 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return dict(hidden_size=self.hidden_size, warmup_steps=self.warmup_steps,
                 schedule=self.schedule, constant=self.constant,
                 accumulation_steps=self.accumulation_steps, learning_rate=self.learning_rate,
-                optimizer=self.optimizer)
+                optimizer=self.optimizer, decay_steps=self.decay_steps, train_steps=self.train_steps)
 
   @classmethod
-  def from_hparams(cls, hparams, accumulation_steps=None):
-    """The hparams' schedule; `accumulation_steps` defaults to gradient_accumulation_steps."""
+  def from_hparams(cls, hparams, accumulation_steps=None, train_steps=None):
+    """The hparams' schedule; `accumulation_steps` defaults to gradient_accumulation_steps;
+    `train_steps` is the run's end (linear_decay needs it)."""
     if accumulation_steps is None:
       accumulation_steps = hparams.gradient_accumulation_steps
     return cls(hparams.hidden_size, hparams.learning_rate_warmup_steps,
                hparams.learning_rate_schedule, hparams.learning_rate_constant,
-               accumulation_steps, hparams.learning_rate, hparams.optimizer)
+               accumulation_steps, hparams.learning_rate, hparams.optimizer,
+               hparams.learning_rate_decay_steps, train_steps)

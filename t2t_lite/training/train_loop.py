@@ -70,11 +70,12 @@ class NonFiniteLossError(RuntimeError):
   pass
 
 
-def build_optimizer(hparams: HParams) -> keras.optimizers.Optimizer:
+def build_optimizer(hparams: HParams, train_steps: int | None = None) -> keras.optimizers.Optimizer:
   """The hparams' optimizer (Adam, or T2T's Adafactor) and schedule; clipping and accumulation
-  are the Trainer's."""
+  are the Trainer's. `train_steps`: the run's last update, where linear_decay ends."""
   # The optimizer is called once per update, so the schedule reads its counter as updates.
-  learning_rate = TransformerSchedule.from_hparams(hparams, accumulation_steps=1)
+  learning_rate = TransformerSchedule.from_hparams(hparams, accumulation_steps=1,
+                                                   train_steps=train_steps)
   if hparams.optimizer == "adafactor":
     optimizer = adafactor(learning_rate, aggregate_gradients=False)
   else:
@@ -150,6 +151,7 @@ class Trainer:
   hparams' "auto" precision and XLA become this machine's fast path (`fast_path.resolve`; the
   result in `self.hparams`, the path in `self.training_path`), unless the caller resolved them
   already and gives the path as `training_path` (train_and_evaluate, for hparams.json).
+  `train_steps` is the update the run ends at, which a linear_decay schedule decays to.
   """
 
   def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
@@ -157,7 +159,8 @@ class Trainer:
                model: str = model_dir.DEFAULT_MODEL,
                keep_checkpoint_every_n_hours: float | None = None,
                warm_start: model_dir.WarmStart | None = None,
-               training_path: fast_path.TrainingPath | None = None):
+               training_path: fast_path.TrainingPath | None = None,
+               train_steps: int | None = None):
     self.strategy = strategy or tf.distribute.get_strategy()
     if training_path is None:
       hparams, training_path = fast_path.resolve(hparams, self.strategy)
@@ -177,7 +180,7 @@ class Trainer:
     with self.strategy.scope():
       self.model = model_dir.build_model(hparams, vocab_size, model)
       self._variables = model_dir.checkpointable(self.model)  # walked once: {path: variable}
-      self.optimizer = build_optimizer(hparams)
+      self.optimizer = build_optimizer(hparams, train_steps)
       self.optimizer.build(self.model.trainable_variables)
       self.accumulator = (GradientAccumulator(self.model.trainable_variables)
                           if hparams.gradient_accumulation_steps > 1 else None)
@@ -431,7 +434,8 @@ def train_and_evaluate(
     model_dir.write_vocab(output_dir, vocab)
     print(f"training path: {path}", flush=True)
   trainer = Trainer(resolved, vocab.vocab_size, output_dir, strategy, keep_checkpoint_max, model,
-                    keep_checkpoint_every_n_hours, warm_start, training_path=path)
+                    keep_checkpoint_every_n_hours, warm_start, training_path=path,
+                    train_steps=train_steps)
   hparams = trainer.hparams
   # Only the chief evaluates and keeps the best (another worker would compute its own metrics,
   # or none where they are the chief's, such as dev BLEU); it shares what it decides.
