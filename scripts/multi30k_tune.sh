@@ -262,6 +262,15 @@ cpu_description() {  # e.g. "AMD EPYC, 2 cores, AVX2" (t2t_lite/cpu.py reads /pr
   python -m t2t_lite.cpu
 }
 
+# folder_name HPARAMS: the folder of a training, its hparams with , = * as + - x; past 200
+# characters (a file name may have 255) the first 180 and a hash of the whole.
+folder_name() {
+  local name
+  name=$(tr ',*=' '+x-' <<< "$1")
+  (( ${#name} <= 200 )) || name="${name:0:180}+$(md5sum <<< "$1" | cut -c1-12)"
+  echo "$name"
+}
+
 commit_description() {  # the commit, +changes when the code differs from it
   local commit
   commit=$(git rev-parse --short HEAD 2>/dev/null) || { echo unknown; return; }
@@ -408,7 +417,7 @@ val_bleu() {
 # the timed ones, each the trainer's own "updates/s" of its line. The run is kept in ROOT/rates.
 measure_rate() {
   local dir total=$(( RATE_SKIP + RATE_UPDATES )) rate
-  dir=$ROOT/rates/$(tr ',*=' '+x-' <<< "$1")
+  dir=$ROOT/rates/$(folder_name "$1")
   rm -rf "$dir"
   mkdir -p "$dir"
   echo "== timing $1: $total updates, the first $RATE_SKIP not counted" >&2
@@ -462,7 +471,7 @@ fi
 # matched to STEPS baseline updates; empty without a rate) and state (what is left to do).
 examine() {
   local relative trained
-  run=$ROOT/${budget// /}/$(tr ',*=' '+x-' <<< "$2")
+  run=$ROOT/${budget// /}/$(folder_name "$2")
   target=
   if [ -n "$STEPS" ]; then
     relative=$(relative_rate "$(rate_key "$2")" "$cpu")

@@ -462,6 +462,34 @@ d0   batch_size=2048,dropout=0.0              200x5  beam_size=4,alpha=0.6
   assert "no rate" in lines["d0"]
 
 
+def test_a_schedule_string_is_rate_neutral_and_its_long_folder_fits(copy):
+  """T2T's schedule string (with '*') and learning_rate_decay_steps change no computation: the
+  setting trains the baseline's updates without a rate of its own, in a folder whose name a file
+  system takes (past 200 characters: the first 180 and a hash of the whole, one per hparams)."""
+  from t2t_lite import cpu  # pylint: disable=import-outside-toplevel
+  schedule = "learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay"
+  long = f"hidden_size=128,filter_size=256,num_hidden_layers=4,{schedule},learning_rate_decay_steps="
+  settings = f"""
+base    -                  200x5  beam_size=4,alpha=0.6
+d2000   {long}2000         200x5  beam_size=4,alpha=0.6
+d1000   {long}1000         200x5  beam_size=4,alpha=0.6
+"""
+  rates_path = copy / "scripts" / "multi30k_rates.tsv"
+  rates_path.write_text("\t".join(RATES_HEADER) + "\n" + "\t".join(
+      ["multi30k,hidden_size=128,filter_size=256,num_hidden_layers=4", "multi30k", "4", "2.0000",
+       "10", cpu.summary(), "float32, graph", "2026-11-27", "abc"]) + "\n")
+  result, calls = run(copy, "multi30k_tune.sh", SETTINGS=settings, TRAIN_STEPS="1000")
+  assert result.returncode == 0, result.stderr
+  trainers = {flag(t, "hparams"): t for t in of(calls, "trainer")}
+  assert [flag(t, "train_steps") for t in trainers.values()] == ["1000", "2000", "2000"]
+  folders = [flag(t, "output_dir").split("/")[-2] for t in trainers.values()]
+  assert folders[0] == "multi30k" and len(set(folders)) == 3
+  assert all(len(f) <= 200 for f in folders), folders
+  assert folders[1].startswith("multi30k+hidden_size-128+filter_size-256+num_hidden_layers-4+"
+                               "learning_rate_schedule-constantxlinear_warmup")
+  assert [r["steps"] for r in table(copy)] == ["1000", "2000", "2000"]
+
+
 def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys):
   """`rates` reads t2t-lite-trainer's "updates/s": the updates since the last log line over the
   time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s, the
