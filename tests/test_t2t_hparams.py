@@ -279,3 +279,39 @@ def test_max_seq_lengths_cut_and_fixed_batch_size_counts_pairs():
       max(max(min(n + 1, 6), min(n + 3, 8)) for n in group) for group in groups]
   targets = [row for b in batches for row in b["targets"].tolist()]
   assert [sum(1 for t in row if t) for row in targets] == [min(n + 3, 8) for n in lengths]
+
+
+def test_a_time_budget_moves_linear_decays_end_to_where_the_clock_stops(tmp_path, monkeypatch,
+                                                                         capsys):
+  """With --train_minutes the run's end is the clock's: linear_decay ends at the update the run
+  reaches when its budget is spent, estimated from its rate since its first log line (a fake
+  clock: each update 0.25 s, so 4 updates/s and 40 updates in a 10 s budget), and the run stops
+  there, its learning rate down to 0, not at train_steps (1,000), where T2T's schedule would end."""
+  import re  # pylint: disable=import-outside-toplevel
+  import types  # pylint: disable=import-outside-toplevel
+  from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training import train_loop  # pylint: disable=import-outside-toplevel
+  now = [1000.0]
+  real_step = train_loop.Trainer.train_step
+
+  def timed_step(self, batch):
+    now[0] += 0.25
+    return real_step(self, batch)
+
+  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
+  monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
+  hparams = get_hparams("transformer_tiny", "hidden_size=16,filter_size=32,num_heads=2,"
+                        "num_hidden_layers=1,batch_size=256,max_length=16,eval_bleu_examples=0,"
+                        "learning_rate_schedule=constant*linear_decay,learning_rate_constant=1,"
+                        "learning_rate_decay_steps=8")
+  results = train_loop.train_and_evaluate(
+      get_problem("algorithmic_copy"), hparams, str(tmp_path / "run"), str(tmp_path / "data"),
+      train_steps=1000, eval_steps=0, save_checkpoints_steps=100, log_every=2, progress=False,
+      max_train_seconds=10.0)
+  out = capsys.readouterr().out
+  assert results["step"] == 40, out
+  assert "linear_decay ends at step 40: this run's 4 updates/s" in out
+  assert "linear_decay reached 0 at step 40, the estimated end of the time budget" in out
+  # Each log line's lr is the next update's: flat until update 32, then (40 - update) / 8.
+  lrs = {int(m[1]): float(m[2]) for m in re.finditer(r"step (\d+): loss \S+ lr (\S+) ", out)}
+  assert [lrs[s] for s in (2, 30, 32, 36, 38)] == pytest.approx([1.0, 1.0, 0.875, 0.375, 0.125])

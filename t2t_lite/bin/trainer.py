@@ -61,7 +61,8 @@ def build_parser(argv=None):
                  help="the dev BLEU's decoding: name=value,... over the problem's decode "
                       "defaults with beam_size=1 (greedy)")
   p.add_argument("--train_minutes", type=float, default=None,
-                 help="wall-clock budget of this run: stop (saving a checkpoint) after it")
+                 help="wall-clock budget of this run: stop (saving a checkpoint) after it; "
+                      "a linear_decay schedule then ends where the budget does")
   p.add_argument("--keep_checkpoint_max", type=int, default=20,
                  help="how many recent checkpoints to keep")
   p.add_argument("--keep_checkpoint_every_n_hours", type=float, default=10000,

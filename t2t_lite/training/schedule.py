@@ -53,7 +53,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     optimizer: "adam" or "adafactor": the legacy factor's correction (0.002 for Adam).
     decay_steps: T2T's `learning_rate_decay_steps` (linear_decay and cosdecay).
     train_steps: the update the run ends at (T2T's --train_steps), which linear_decay decays to;
-      needed with that factor only.
+      needed with that factor only. A variable is read at every update (the trainer's
+      `decay_end`, which a time budget moves).
 
   Raises:
     ValueError: linear_decay without `train_steps`.
@@ -62,7 +63,7 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
   def __init__(self, hidden_size, warmup_steps, schedule="noam", constant=1.0, accumulation_steps=1,
                learning_rate=0.1, optimizer="adam", decay_steps=5000, train_steps=None):
     self.factors = schedule_factors(schedule)
-    if "linear_decay" in self.factors and not train_steps:
+    if "linear_decay" in self.factors and train_steps is None:
       raise ValueError(f"learning_rate_schedule {schedule!r}: linear_decay ends at the run's "
                        "train_steps, which this schedule was not given; train with --train_steps "
                        "(the trainer passes it), or pass train_steps=")
@@ -94,7 +95,8 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
       correction = 0.002 if self.optimizer == "adam" else 1.0
       return LEGACY_CONSTANT * correction * self.learning_rate * self._noam(step, warmup)
     if name == "linear_decay":
-      return ops.clip((self.train_steps - step) / float(self.decay_steps), 0.0, 1.0)
+      end = ops.cast(self.train_steps, "float32")
+      return ops.clip((end - step) / float(self.decay_steps), 0.0, 1.0)
     if name == "cosdecay":
       decayed = 0.5 * (1.0 + ops.cos(math.pi * step / float(self.decay_steps)))
       return ops.where(step <= warmup, 1.0, decayed)
@@ -114,7 +116,9 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
     return dict(hidden_size=self.hidden_size, warmup_steps=self.warmup_steps,
                 schedule=self.schedule, constant=self.constant,
                 accumulation_steps=self.accumulation_steps, learning_rate=self.learning_rate,
-                optimizer=self.optimizer, decay_steps=self.decay_steps, train_steps=self.train_steps)
+                optimizer=self.optimizer, decay_steps=self.decay_steps,
+                train_steps=None if self.train_steps is None else int(
+                    ops.convert_to_numpy(self.train_steps)))
 
   @classmethod
   def from_hparams(cls, hparams, accumulation_steps=None, train_steps=None):

@@ -53,6 +53,7 @@ import tensorflow as tf
 
 from t2t_lite import fast_path, model_dir
 from t2t_lite.hparams import HParams
+from t2t_lite.hparams.base import schedule_factors
 from t2t_lite.problems import Problem
 from t2t_lite.training import best as best_lib
 from t2t_lite.training import distribute, evaluation
@@ -151,7 +152,8 @@ class Trainer:
   hparams' "auto" precision and XLA become this machine's fast path (`fast_path.resolve`; the
   result in `self.hparams`, the path in `self.training_path`), unless the caller resolved them
   already and gives the path as `training_path` (train_and_evaluate, for hparams.json).
-  `train_steps` is the update the run ends at, which a linear_decay schedule decays to.
+  `train_steps` is the update the run ends at, which a linear_decay schedule decays to
+  (`decay_end`, which a run with a time budget moves to where its clock will stop it).
   """
 
   def __init__(self, hparams: HParams, vocab_size: int, output_dir: str,
@@ -180,7 +182,14 @@ class Trainer:
     with self.strategy.scope():
       self.model = model_dir.build_model(hparams, vocab_size, model)
       self._variables = model_dir.checkpointable(self.model)  # walked once: {path: variable}
-      self.optimizer = build_optimizer(hparams, train_steps)
+      # linear_decay's end as a variable the schedule reads every update: a run with a time
+      # budget moves it to the update its clock will stop at (train_and_evaluate).
+      self.decay_end = (tf.Variable(float(train_steps), trainable=False, name="decay_end",
+                                    aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+                        if train_steps and "linear_decay" in schedule_factors(
+                            hparams.learning_rate_schedule) else None)
+      self.optimizer = build_optimizer(hparams, self.decay_end if self.decay_end is not None
+                                       else train_steps)
       self.optimizer.build(self.model.trainable_variables)
       self.accumulator = (GradientAccumulator(self.model.trainable_variables)
                           if hparams.gradient_accumulation_steps > 1 else None)
@@ -478,6 +487,11 @@ def train_and_evaluate(
   window_tokens, window_updates, window_start, loss = 0.0, 0, time.time(), float("nan")
   micro = 0
   run_start = last_save = time.time()
+  # With a time budget, linear_decay ends where the clock will stop the run: at each log line,
+  # the update reached at this run's rate since its first log line (start-up and compiling
+  # left out, evaluations in) when the budget is spent (the chief's estimate, for every worker).
+  clock_decay = bool(max_train_seconds) and trainer.decay_end is not None
+  rate_from = None  # (step, time) of this run's first log line
   while trainer.step < train_steps:
     loss_t, tokens_t = trainer.train_step(next(iterator))
     micro += 1
@@ -495,7 +509,11 @@ def train_and_evaluate(
       out_of_time, save_due = (bool(value) for value in decisions.share(out_of_time, save_due))
     if out_of_time:
       print(f"time budget of {max_train_seconds:.0f}s used at step {step}; stopping", flush=True)
-    last = step == train_steps or out_of_time
+    decayed = clock_decay and step >= float(trainer.decay_end.numpy())
+    if decayed and not out_of_time:
+      print(f"linear_decay reached 0 at step {step}, the estimated end of the time budget; "
+            "stopping", flush=True)
+    last = step == train_steps or out_of_time or decayed
     if step % log_every == 0 or last:
       loss = float(loss_t)
       elapsed = max(time.time() - window_start, 1e-9)
@@ -509,6 +527,17 @@ def train_and_evaluate(
         print(f"step {step}: loss {loss:.4f} lr {lr:.3g} target tokens/s {tok_s:,.0f} "
               f"updates/s {updates_s:.4g}", flush=True)
       window_tokens, window_updates, window_start = 0.0, 0, time.time()
+      if clock_decay and not last:
+        now = time.time()
+        if rate_from is None:
+          rate_from = (step, now)
+        elif step > rate_from[0]:
+          rate = (step - rate_from[0]) / (now - rate_from[1])
+          end = step + rate * max(max_train_seconds - (now - run_start), 0.0)
+          trainer.decay_end.assign(min(decisions.share(round(end))[0], float(train_steps)))
+          if chief:
+            print(f"linear_decay ends at step {trainer.decay_end.numpy():.0f}: this run's "
+                  f"{rate:.3g} updates/s until its time budget is spent", flush=True)
     save_now = last or save_due
     if save_now:
       path = trainer.save()
@@ -545,7 +574,7 @@ def train_and_evaluate(
         results["stopped_early"] = step
         break
       window_tokens, window_updates, window_start = 0.0, 0, time.time()
-    if out_of_time:
+    if out_of_time or decayed:
       break
   results.update(step=trainer.step, train_loss=loss)
   if keeper is not None and keeper.best is not None:
