@@ -160,10 +160,17 @@ def test_recipe_defaults_are_the_tuned_set_and_decoding(copy):
   assert "\ntraining path: float32, whole-step XLA (AVX2 CPU)\n" in result.stdout
 
 
+# How far apart two val scores of the same training can land: the 55-minute run's average of
+# 200x5 at 4,200 updates scored 40.90 where the tuning run of the same set averaged 41.38 at
+# 4,241 (docs/training.md). A setting must lead the defaults by more than this to replace them.
+VAL_NOISE = 0.5
+
+
 def test_the_recipe_defaults_are_the_val_leader_of_the_tuning_table():
-  """The recipe's HPARAMS, SAVE_STEPS x AVERAGE and DECODE defaults are the setting with the best
-  averaged val BLEU in scripts/multi30k_tuning.tsv (of the budget the settings were tuned at), and
-  the registered set is that setting's hparams value for value."""
+  """The recipe's HPARAMS, SAVE_STEPS x AVERAGE and DECODE defaults are a setting of
+  scripts/multi30k_tuning.tsv (of the budget the settings were tuned at) whose averaged val BLEU
+  is within VAL_NOISE of the best row's; the registered set is that setting's hparams value for
+  value. A row more than VAL_NOISE above the defaults fails this until it is adopted."""
   from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
 
   lines = (REPO / "scripts" / "multi30k_tuning.tsv").read_text().splitlines()
@@ -172,9 +179,12 @@ def test_the_recipe_defaults_are_the_val_leader_of_the_tuning_table():
   leader = max(tuned, key=lambda r: float(r["val_bleu_average"]))
   common = (REPO / "scripts" / "multi30k_common.sh").read_text()
   default = lambda name: re.search(rf"^{name}=\$\{{{name}:-(.*)\}}$", common, re.M).group(1)
-  assert leader["checkpoints"] == f"{default('SAVE_STEPS')}x{default('AVERAGE')}", leader
-  assert leader["decode"] == default("DECODE"), leader
-  assert get_hparams(leader["hparams"]) == get_hparams(default("HPARAMS")), leader
+  recipe = get_hparams(default("HPARAMS"))
+  defaults = [r for r in tuned if r["checkpoints"] == f"{default('SAVE_STEPS')}x{default('AVERAGE')}"
+              and r["decode"] == default("DECODE") and get_hparams(r["hparams"]) == recipe]
+  assert defaults, "no row of the table is the recipe's defaults"
+  best_default = max(float(r["val_bleu_average"]) for r in defaults)
+  assert float(leader["val_bleu_average"]) - best_default <= VAL_NOISE, leader
 
 
 def test_recipe_takes_the_interval_window_and_steps(copy):
