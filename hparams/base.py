@@ -73,6 +73,11 @@ class HParams(ModelConfig):
   use_fixed_batch_size: bool = False       # T2T: batch_size counts pairs (no length buckets)
   max_input_seq_length: int = 0            # T2T: inputs (with EOS) cut to this length; <= 0: never
   max_target_seq_length: int = 0           # T2T: targets (with EOS) cut to this length; <= 0: never
+  # > 0: the training split's sentences are segmented anew each time they are read, sampled by
+  # SentencePiece with this alpha (subword regularization, Kudo 2018; with a BPE model such as
+  # t2t_lite's own, BPE-dropout, Provilkov et al. 2020: each merge skipped with probability alpha,
+  # e.g. 0.1); evaluation and decoding keep the one best segmentation. 0: off (T2T).
+  subword_sampling_alpha: float = 0.0
   # Training (paper section 5).
   label_smoothing: float = 0.1
   optimizer_adam_beta1: float = 0.9
@@ -117,6 +122,7 @@ class HParams(ModelConfig):
     for name in ("batch_size", "gradient_accumulation_steps"):
       check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
     check_rate("label_smoothing", self.label_smoothing)
+    check_rate("subword_sampling_alpha", self.subword_sampling_alpha)
     check(0.0 <= self.weight_ema_decay < 1.0,
           f"weight_ema_decay must be in [0, 1) (0: off), got {self.weight_ema_decay}")
 

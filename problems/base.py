@@ -101,10 +101,18 @@ class Problem:
               input_context: tf.distribute.InputContext | None = None) -> tf.data.Dataset:
     """Batched {"inputs": int32 [B, S], "targets": int32 [B, T]}, EOS appended, 0-padded.
 
-    training=True: long pairs dropped, seeded shuffle, repeats forever. training=False: every pair,
-    one pass. Batches hold at most `hparams.batch_size` tokens (per replica); see `pipeline`.
+    training=True: long pairs dropped, seeded shuffle, repeats forever (segmented anew on each
+    pass with `hparams.subword_sampling_alpha` > 0). training=False: every pair, one pass.
+    Batches hold at most `hparams.batch_size` tokens (per replica); see `pipeline`.
     """
-    tokens = self.token_dataset(split, data_dir, input_context)
+    if training and hparams.subword_sampling_alpha > 0:
+      # Segmented anew on every pass (the text repeated before tokenizing), never from datagen's
+      # token shards, which hold one segmentation.
+      check_split(split)
+      texts = pipeline.shard(self.text_dataset(split, data_dir), input_context).repeat()
+      tokens = pipeline.tokenize(texts, self.get_vocab(data_dir), hparams.subword_sampling_alpha)
+    else:
+      tokens = self.token_dataset(split, data_dir, input_context)
     return pipeline.make_batches(tokens, hparams, training, eos_id=self.get_vocab(data_dir).eos_id)
 
   def default_decode_hparams(self) -> DecodeHParams:

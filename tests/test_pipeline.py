@@ -215,3 +215,47 @@ def test_datagen_shards_follow_the_raw_files_and_the_manifest_is_replaced_whole(
     token_shards.generate_data(problem, data, splits=("dev",))
   assert manifest_file.read_text(encoding="utf-8") == before
   assert not [n for n in os.listdir(data) if n.endswith(".tmp")]
+
+
+def test_subword_sampling_segments_training_text_anew_and_leaves_evaluation_alone(multi30k):
+  """hparams subword_sampling_alpha: BPE-dropout on the training split (this BPE model), against
+  SentencePiece's own Python sampler; evaluation keeps the best segmentation."""
+  import sentencepiece as spm  # pylint: disable=import-outside-toplevel
+  problem, data_dir, vocab = multi30k
+  pairs = problem.text_pairs("dev", data_dir)
+  # alpha 1 drops every merge: one piece a character, as SentencePiece's sampler gives them.
+  reference = spm.SentencePieceProcessor(model_proto=vocab.model_proto)
+  texts = [source for source, _ in pairs[:20]]
+  every_merge_dropped = vocab.sampling(1.0).tokenize(tf.constant(texts)).to_list()
+  assert every_merge_dropped == [reference.encode(t, enable_sampling=True, alpha=1.0, nbest_size=-1)
+                                 for t in texts]
+  assert all(len(reference.id_to_piece(i)) == 1 for ids in every_merge_dropped for i in ids)
+  assert [vocab.decode(ids) for ids in every_merge_dropped] == texts
+  # alpha 0.1 in training: every pair is a dev pair, most segmented otherwise than the best, and
+  # two passes over the data do not repeat each other's segmentations.
+  hparams = HP.replace(batch_size=512, subword_sampling_alpha=0.1)
+  batches = batches_of(problem.dataset("dev", data_dir, hparams, training=True), 60)
+  assert pair_count(batches) > 1014                                # past one epoch
+  best = {source: vocab.encode(source) for source, _ in pairs}
+  seen, other = {}, 0
+  for batch in batches:
+    for ids in batch["inputs"].numpy():
+      ids = [int(i) for i in ids if i > 1]                         # without PAD and EOS
+      source = vocab.decode(ids)
+      assert source in best
+      other += ids != best[source]
+      seen.setdefault(source, set()).add(tuple(ids))
+  assert 0.3 < other / pair_count(batches) < 1.0
+  assert sum(len(segmentations) > 1 for segmentations in seen.values()) > 100
+  # Evaluation ignores it: the batches of the best segmentation.
+  plain = batches_of(problem.dataset("dev", data_dir, HP, training=False))
+  sampled = batches_of(problem.dataset("dev", data_dir, HP.replace(subword_sampling_alpha=0.1),
+                                       training=False))
+  assert all(np.array_equal(a["inputs"], b["inputs"]) and np.array_equal(a["targets"], b["targets"])
+             for a, b in zip(plain, sampled)) and len(plain) == len(sampled)
+
+
+def test_subword_sampling_without_a_sentencepiece_vocabulary_says_so(tmp_path):
+  problem = get_problem("algorithmic_copy")
+  with pytest.raises(ValueError, match="subword_sampling_alpha=0.1 needs a SentencePiece vocabulary"):
+    problem.dataset("train", str(tmp_path), HP.replace(subword_sampling_alpha=0.1), training=True)

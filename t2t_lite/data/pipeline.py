@@ -44,12 +44,20 @@ def shard(dataset, input_context=None):
   return dataset.shard(input_context.num_input_pipelines, input_context.input_pipeline_id)
 
 
-def tokenize(dataset, vocab):
+def tokenize(dataset, vocab, sampling_alpha=0.0):
   """Text pairs -> chunks of ids: {"inputs": "Hello world", ...} x N -> {"inputs": [[8412, 232], ...]}.
 
   Takes single {"inputs": tf.string, "targets": tf.string} pairs, returns chunks of up to
-  CHUNK_SIZE pairs as int32 RaggedTensors [N, (len)], no EOS yet, order kept.
+  CHUNK_SIZE pairs as int32 RaggedTensors [N, (len)], no EOS yet, order kept. With
+  `sampling_alpha` > 0 each pass segments by sampling (`vocab.sampling`: subword regularization,
+  BPE-dropout for a BPE model), so a repeated dataset sees other segmentations each epoch.
   """
+  if sampling_alpha > 0:
+    if not hasattr(vocab, "sampling"):
+      raise ValueError(f"subword_sampling_alpha={sampling_alpha} needs a SentencePiece vocabulary "
+                       f"of one model; this problem's is a {type(vocab).__name__}: set "
+                       "subword_sampling_alpha=0")
+    vocab = vocab.sampling(sampling_alpha)
 
   def tokenize_chunk(chunk):  # the target side may have a tokenizer of its own (PairedSubwordVocab)
     return {"inputs": vocab.tokenize(chunk["inputs"]),

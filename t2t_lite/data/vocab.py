@@ -116,6 +116,15 @@ class SubwordVocab:
 
   tokenize_targets = tokenize  # one model for both languages
 
+  def sampling(self, alpha):
+    """The same model segmenting by sampling, for training data (hparams subword_sampling_alpha):
+    each call draws a segmentation per sentence (with a BPE model, BPE-dropout: each merge
+    skipped with probability `alpha`; with a unigram one, a segmentation drawn from the lattice
+    smoothed by `alpha`). An object with `tokenize` and `tokenize_targets` like this vocab's."""
+    sampler = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32,
+                                             nbest_size=-1, alpha=alpha)
+    return _Sampling(sampler.tokenize, sampler.tokenize)
+
   def detokenize(self, ids):
     """int ids [N, L] (dense or ragged) -> tf.string [N]; stops at the first EOS, drops PAD."""
     return self.tf_tokenizer.detokenize(strip_after_eos(ids, self.vocab_size))
@@ -139,6 +148,13 @@ class SubwordVocab:
     model.ParseFromString(self.model_proto)
     user_defined = sentencepiece_model_pb2.ModelProto.SentencePiece.USER_DEFINED
     return {p.piece: i for i, p in enumerate(model.pieces) if p.type == user_defined}
+
+
+class _Sampling:
+  """`tokenize` / `tokenize_targets` of a vocabulary's sampling segmentation (`sampling`)."""
+
+  def __init__(self, tokenize, tokenize_targets):
+    self.tokenize, self.tokenize_targets = tokenize, tokenize_targets
 
 
 class SymbolTokenizer(tf.Module):
