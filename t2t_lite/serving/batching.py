@@ -189,18 +189,22 @@ class BatchQueue:
       if batch is None:
         return
       live = [(sentence, future) for sentence, future, _ in batch if future.set_running_or_notify_cancel()]
+      results, error = [], None
       try:
         results = self._decode([sentence for sentence, _ in live]) if live else []
         if len(results) != len(live):
           raise RuntimeError(f"the backend returned {len(results)} results for {len(live)} sentences")
       except BaseException as e:  # noqa: BLE001  each caller gets the error; the worker goes on
-        for _, future in live:
-          future.set_exception(e)
-      else:
-        for (_, future), result in zip(live, results):
-          future.set_result(result)
-        self.sentences += len(live)
-      finally:
-        with self._condition:
-          self.decoding = 0
-          self.batches += 1
+        error = e
+      # Counted before any caller hears back, so that what /health reports agrees with every
+      # answer a caller already has.
+      with self._condition:
+        self.decoding = 0
+        self.batches += 1
+        if error is None:
+          self.sentences += len(live)
+      for index, (_, future) in enumerate(live):
+        if error is None:
+          future.set_result(results[index])
+        else:
+          future.set_exception(error)
