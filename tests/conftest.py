@@ -226,3 +226,21 @@ def tiny_decode_defaults(tiny_model_dir):
   (translate_ende_multi30k: beam 4, alpha 1.2), which `--decode_hparams` then overrides."""
   from t2t_lite import model_dir  # pylint: disable=import-outside-toplevel
   return model_dir.model_decode_defaults(str(tiny_model_dir[0]))
+
+
+@pytest.fixture
+def train_clock(monkeypatch):
+  """A fake clock for t2t_lite.training.train_loop: each update takes 0.25 s of it (4 updates/s).
+  Returns the clock, [seconds]: a test adds to it for other work (an evaluation's time)."""
+  import types  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training import train_loop  # pylint: disable=import-outside-toplevel
+  now = [1000.0]
+  real_step = train_loop.Trainer.train_step
+
+  def timed_step(self, batch):
+    now[0] += 0.25
+    return real_step(self, batch)
+
+  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
+  monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
+  return now

@@ -500,25 +500,17 @@ d1000   {long}1000         200x5  beam_size=4,alpha=0.6
   assert [r["steps"] for r in table(copy)] == ["1000", "2000", "2000"]
 
 
-def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys):
+def test_the_trainer_logs_the_updates_per_second_that_rates_reads(tmp_path, monkeypatch, capsys,
+                                                                   train_clock):
   """`rates` reads t2t-lite-trainer's "updates/s": the updates since the last log line over the
   time they took, an evaluation's time in neither (a fake clock: each update takes 0.25 s, the
   evaluation 10 s)."""
   import re  # pylint: disable=import-outside-toplevel
-  import types  # pylint: disable=import-outside-toplevel
   from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
   from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
   from t2t_lite.training import train_loop  # pylint: disable=import-outside-toplevel
 
-  now = [1000.0]
-  real_step = train_loop.Trainer.train_step
-
-  def timed_step(self, batch):
-    now[0] += 0.25
-    return real_step(self, batch)
-
-  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
-  monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
+  now = train_clock  # each update takes 0.25 s
   # The evaluation's own work plays no part here: a stand-in, which saves tracing it. It takes
   # time on the clock, or a window that counted it would read the same rate.
   def evaluate(self, dataset, steps):

@@ -281,25 +281,16 @@ def test_max_seq_lengths_cut_and_fixed_batch_size_counts_pairs():
   assert [sum(1 for t in row if t) for row in targets] == [min(n + 3, 8) for n in lengths]
 
 
-def test_a_time_budget_moves_linear_decays_end_to_where_the_clock_stops(tmp_path, monkeypatch,
+def test_a_time_budget_moves_linear_decays_end_to_where_the_clock_stops(tmp_path, train_clock,
                                                                          capsys):
   """With --train_minutes the run's end is the clock's: linear_decay ends at the update the run
   reaches when its budget is spent, estimated from its rate since its first log line (a fake
   clock: each update 0.25 s, so 4 updates/s and 40 updates in a 10 s budget), and the run stops
   there, its learning rate down to 0, not at train_steps (1,000), where T2T's schedule would end."""
   import re  # pylint: disable=import-outside-toplevel
-  import types  # pylint: disable=import-outside-toplevel
   from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
   from t2t_lite.training import train_loop  # pylint: disable=import-outside-toplevel
-  now = [1000.0]
-  real_step = train_loop.Trainer.train_step
-
-  def timed_step(self, batch):
-    now[0] += 0.25
-    return real_step(self, batch)
-
-  monkeypatch.setattr(train_loop, "time", types.SimpleNamespace(time=lambda: now[0]))
-  monkeypatch.setattr(train_loop.Trainer, "train_step", timed_step)
+  del train_clock  # each update takes 0.25 s of it
   hparams = get_hparams("transformer_tiny", "hidden_size=16,filter_size=32,num_heads=2,"
                         "num_hidden_layers=1,batch_size=256,max_length=16,eval_bleu_examples=0,"
                         "learning_rate_schedule=constant*linear_decay,learning_rate_constant=1,"
