@@ -26,8 +26,6 @@ logger = logging.getLogger(__name__)
 # these. "noam" alone is the paper's formula times learning_rate_constant.
 LEARNING_RATE_FACTORS = ("constant", "linear_warmup", "rsqrt_decay", "rsqrt_normalized_decay",
                          "rsqrt_hidden_size", "legacy", "linear_decay", "cosdecay")
-# The factors that read `learning_rate_decay_steps` (and linear_decay the run's train_steps).
-DECAY_FACTORS = ("linear_decay", "cosdecay")
 OPTIMIZERS = ("adam", "adafactor")
 MIXED_PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 # The value of `mixed_precision` and `xla_compile` that leaves the choice to the machine: the

@@ -123,7 +123,7 @@ class SubwordVocab:
     smoothed by `alpha`). An object with `tokenize` and `tokenize_targets` like this vocab's."""
     sampler = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32,
                                              nbest_size=-1, alpha=alpha)
-    return _Sampling(sampler.tokenize, sampler.tokenize)
+    return _Sampling(sampler.tokenize)
 
   def detokenize(self, ids):
     """int ids [N, L] (dense or ragged) -> tf.string [N]; stops at the first EOS, drops PAD."""
@@ -151,10 +151,11 @@ class SubwordVocab:
 
 
 class _Sampling:
-  """`tokenize` / `tokenize_targets` of a vocabulary's sampling segmentation (`sampling`)."""
+  """`tokenize` / `tokenize_targets` of a vocabulary's sampling segmentation (`sampling`): one
+  model for both languages, as SubwordVocab's."""
 
-  def __init__(self, tokenize, tokenize_targets):
-    self.tokenize, self.tokenize_targets = tokenize, tokenize_targets
+  def __init__(self, tokenize):
+    self.tokenize = self.tokenize_targets = tokenize
 
 
 class SymbolTokenizer(tf.Module):

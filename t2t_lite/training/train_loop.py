@@ -491,6 +491,7 @@ def train_and_evaluate(
   # the update reached at this run's rate since its first log line (start-up and compiling
   # left out, evaluations in) when the budget is spent (the chief's estimate, for every worker).
   clock_decay = bool(max_train_seconds) and trainer.decay_end is not None
+  decay_end = float(train_steps)  # what trainer.decay_end holds, kept here: no read per update
   rate_from = None  # (step, time) of this run's first log line
   while trainer.step < train_steps:
     loss_t, tokens_t = trainer.train_step(next(iterator))
@@ -509,7 +510,7 @@ def train_and_evaluate(
       out_of_time, save_due = (bool(value) for value in decisions.share(out_of_time, save_due))
     if out_of_time:
       print(f"time budget of {max_train_seconds:.0f}s used at step {step}; stopping", flush=True)
-    decayed = clock_decay and step >= float(trainer.decay_end.numpy())
+    decayed = clock_decay and step >= decay_end
     if decayed and not out_of_time:
       print(f"linear_decay reached 0 at step {step}, the estimated end of the time budget; "
             "stopping", flush=True)
@@ -534,9 +535,10 @@ def train_and_evaluate(
         elif step > rate_from[0]:
           rate = (step - rate_from[0]) / (now - rate_from[1])
           end = step + rate * max(max_train_seconds - (now - run_start), 0.0)
-          trainer.decay_end.assign(min(decisions.share(round(end))[0], float(train_steps)))
+          decay_end = min(decisions.share(round(end))[0], float(train_steps))
+          trainer.decay_end.assign(decay_end)
           if chief:
-            print(f"linear_decay ends at step {trainer.decay_end.numpy():.0f}: this run's "
+            print(f"linear_decay ends at step {decay_end:.0f}: this run's "
                   f"{rate:.3g} updates/s until its time budget is spent", flush=True)
     save_now = last or save_due
     if save_now:
