@@ -90,6 +90,11 @@ class HParams(ModelConfig):
   learning_rate_decay_steps: int = 5000
   learning_rate: float = 0.2               # T2T's legacy factor: only the "legacy" schedule uses it
   clip_grad_norm: float = 0.0              # 0: no clipping (the paper)
+  # T2T's L2 term: weight_decay * sum(||w||^2 / 2) over the weights, biases aside (1-D variables
+  # named *bias*, and layer norms' beta), added to the training loss; each update's gradient
+  # gains weight_decay * w before the clipping (L2 through the optimizer, not AdamW's decoupled
+  # decay). 0: off (T2T's transformer sets; its basic_params1 has 1e-6).
+  weight_decay: float = 0.0
   optimizer: str = "adam"                  # "adam" or "adafactor" (T2T's, with its defaults)
   gradient_accumulation_steps: int = 1     # T2T's optimizer_multistep_accumulate_steps
   # MIXED_PRECISIONS, or AUTO: the fastest that trains as well on this machine (t2t_lite.fast_path)
@@ -121,6 +126,7 @@ class HParams(ModelConfig):
       check(getattr(self, name) >= 1, f"{name} must be >= 1, got {getattr(self, name)}")
     check_rate("label_smoothing", self.label_smoothing)
     check_rate("subword_sampling_alpha", self.subword_sampling_alpha)
+    check(self.weight_decay >= 0.0, f"weight_decay must be >= 0 (0: off), got {self.weight_decay}")
     check(0.0 <= self.weight_ema_decay < 1.0,
           f"weight_ema_decay must be in [0, 1) (0: off), got {self.weight_ema_decay}")
 

@@ -25,7 +25,6 @@ SAME_AS_OURS = {
     "ffn_layer": (("dense_relu_dense",), "the feed-forward network is the paper's dense-relu-dense"),
     "self_attention_type": (("dot_product",), "attention is the paper's scaled dot-product"),
     "multiply_embedding_mode": (("sqrt_depth",), "embeddings are multiplied by sqrt(d_model)"),
-    "weight_decay": (("0",), "there is no weight decay (T2T's transformer sets have 0.0)"),
     "weight_noise": (("0",), "there is no weight noise"),
     "grad_noise_scale": (("0",), "there is no gradient noise"),
     "symbol_dropout": (("0",), "there is no symbol dropout"),

@@ -174,13 +174,14 @@ def micro_batches(replicas, updates=2, accumulation=2, rows=3):
 
 def check_clipping_and_accumulation(strategy, out, more=False):
   """One device on the whole global batch against N replicas accumulating 2 micro-batches,
-  with clipping active (one device without clipping ends elsewhere): {"accumulated": ...}. With
+  with clipping active (one device without clipping ends elsewhere) and weight_decay (its term
+  counted once per update, not per replica or micro-batch): {"accumulated": ...}. With
   `more`, against the same one-device runs also: "xla", N replicas accumulating that compile their
   forward and backward passes with XLA (`xla_compile`); "no_accumulation", N replicas each given
   its share of the whole update at once."""
   replicas = strategy.num_replicas_in_sync
   hp = get_hparams("transformer_tiny", MICRO + NO_DROPOUT + ",clip_grad_norm=0.3,"
-                   "learning_rate_warmup_steps=4")
+                   "learning_rate_warmup_steps=4,weight_decay=0.05")
   one = train_loop.Trainer(hp, 32, f"{out}/one")
   unclipped = train_loop.Trainer(hp.replace(clip_grad_norm=0.0), 32, f"{out}/unclipped")
   many = {"accumulated": train_loop.Trainer(hp.replace(gradient_accumulation_steps=2), 32,

@@ -97,8 +97,8 @@ def _assert_clipped_accumulated_update_equals_one_device(clipping):
 
 
 def test_clipped_accumulated_update_on_replicas_equals_one_device(mirrored):
-  """Clipping active (the unclipped run ends elsewhere), 2 micro-batches per update with
-  different token counts on every replica: N replicas end where one device does."""
+  """Clipping and weight_decay active (the unclipped run ends elsewhere), 2 micro-batches per
+  update with different token counts on every replica: N replicas end where one device does."""
   _assert_clipped_accumulated_update_equals_one_device(mirrored[0]["clipping"]["accumulated"])
 
 

@@ -205,8 +205,9 @@ def test_schedule_errors(schedule, message):
     ("optimizer=Adafactor", {"optimizer": "adafactor"}),
     ("max_input_seq_length=50,use_fixed_batch_size=true",
      {"max_input_seq_length": 50, "use_fixed_batch_size": True}),
-    ("shared_embedding_and_softmax_weights=true,ffn_layer=dense_relu_dense,weight_decay=0.0,"
+    ("shared_embedding_and_softmax_weights=true,ffn_layer=dense_relu_dense,weight_noise=0.0,"
      "symbol_modality_num_shards=16,learning_rate_decay_scheme=noam", {}),
+    ("weight_decay=1e-6", {"weight_decay": 1e-6}),  # T2T's L2 term (tests/test_weight_decay.py)
 ])
 def test_t2t_names_map_onto_ours(overrides, expected):
   base = get_hparams("transformer_base")
@@ -218,7 +219,7 @@ def test_t2t_names_map_onto_ours(overrides, expected):
 
 @pytest.mark.parametrize("overrides", [
     "ffn_layer=conv_relu_conv", "initializer=orthogonal", "layer_preprocess_sequence=nd",
-    "weight_decay=1e-6", "learning_rate_decay_scheme=cosine", "attention_dropout_broadcast_dims=0,1",
+    "weight_noise=1e-6", "learning_rate_decay_scheme=cosine", "attention_dropout_broadcast_dims=0,1",
 ])
 def test_t2t_names_without_counterpart_say_so(overrides):
   with pytest.raises(ValueError, match="has no counterpart in t2t_lite"):

@@ -66,6 +66,10 @@ def build_optimizer(hparams: HParams, train_steps: int | None = None) -> keras.o
     raise ValueError("Keras' fit here uses Adam without accumulation; train with optimizer="
                      f"{hparams.optimizer}, gradient_accumulation_steps="
                      f"{hparams.gradient_accumulation_steps} through t2t-lite-trainer")
+  if hparams.weight_decay:
+    raise ValueError(f"weight_decay={hparams.weight_decay} (T2T's L2 term in the loss) is applied "
+                     "by t2t-lite-trainer's loop, not by Keras' fit: train through t2t-lite-trainer, "
+                     "or set weight_decay=0 and give fit a Keras regularizer")
   return keras.optimizers.Adam(
       learning_rate=TransformerSchedule.from_hparams(hparams, accumulation_steps=1,
                                                      train_steps=train_steps),

@@ -14,7 +14,8 @@ optimizer update, on every replica of every worker:
    tokens of the whole accumulated global batch, they are those of one big batch (T2T's
    multistep optimizer normalizes the same way when micro-batches hold different token counts);
 4. every replica now holds the same gradient, so the non-finite check and the clipping by its
-   global norm (`clip_grad_norm`) come out the same everywhere;
+   global norm (`clip_grad_norm`) come out the same everywhere; T2T's `weight_decay` adds its L2
+   term's gradient, weight_decay * w (biases aside: `weight_decayed`), before both;
 5. the optimizer applies it without a second all-reduce (`Adam(aggregate_gradients=False)`).
 
 So N replicas equal one device on the same global batch, clipping and accumulation included.
@@ -86,6 +87,14 @@ def build_optimizer(hparams: HParams, train_steps: int | None = None) -> keras.o
   if hparams.mixed_precision == "mixed_float16":
     optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
   return optimizer
+
+
+def weight_decayed(path: str, rank: int) -> bool:
+  """Whether hparams weight_decay applies to the variable at `path`: T2T's rule (its
+  `optimize.weight_decay`) skips 1-D variables named like a bias; Keras' layer norms name theirs
+  beta (T2T's layer_norm_bias). Everything else decays: kernels, embeddings, layer-norm scales."""
+  name = path.rsplit("/", 1)[-1]
+  return not (rank == 1 and ("bias" in name or name == "beta"))
 
 
 def seed_initialization(seed: int) -> None:
@@ -202,6 +211,7 @@ class Trainer:
                   for name, v in self._variables.items() if v.trainable
                   } if hparams.weight_ema_decay > 0 else None
     self._ema_pairs = [(average, self._variables[name]) for name, average in (self.ema or {}).items()]
+    self._decayed = [weight_decayed(v.path, len(v.shape)) for v in self.model.trainable_variables]
     self.checkpoint = tf.train.Checkpoint(model=self._variables,
                                           optimizer=self.optimizer,
                                           **({model_dir.EMA_ROOT: self.ema} if self.ema else {}))
@@ -296,6 +306,10 @@ class Trainer:
     *grads, loss_sum = tf.distribute.get_replica_context().all_reduce(SUM, [*grads, loss_sum])
     loss = loss_sum / tf.maximum(tokens, 1.0)
     scale = tf.cast(getattr(self.optimizer, "dynamic_scale", 1.0), tf.float32)  # mixed_float16
+    if self.hparams.weight_decay > 0:  # T2T's L2 term in the loss: its gradient, once per update
+      decay = self.hparams.weight_decay * scale  # scaled as the loss's gradients are
+      grads = [g + tf.cast(decay, g.dtype) * tf.convert_to_tensor(v) if decayed else g
+               for g, v, decayed in zip(grads, self.model.trainable_variables, self._decayed)]
     norm = tf.linalg.global_norm(grads) / scale
     finite = tf.math.is_finite(loss)
     if self.hparams.mixed_precision != "mixed_float16":  # with loss scaling, inf gradients are skipped steps
