@@ -154,6 +154,19 @@ shopt -s inherit_errexit
 #   lowest dev loss yet; ff 512 had a lower dev loss than the adopted set at its end but scored
 #   lower on val without the decay: whether the wider feed-forward, settled by the decay, scores
 #   higher (3,371 updates at its rate).
+# - tiny_dropout0.2_ema0.999: the weights' moving average (hparams weight_ema_decay=0.999, about
+#   the last 1,000 updates) in place of the checkpoints' average: the same smoothing, every
+#   update instead of 5 snapshots; the average of its checkpoints (200x5) is scored too.
+# - d192_dropout0.3_decay2000: d 192, ff 384 with dropout 0.3 and the decay: more capacity,
+#   regularized more, settled by the decay within its fewer updates (1.53x the baseline's rate:
+#   2,681 updates); the last 3 checkpoints 100 apart too (the decay's best average).
+# - tiny_dropout0.2_attdrop0.1_decay2000: attention and ReLU dropout 0.1 (T2T's transformer_base
+#   values; 0 in every tiny row so far) with the decay: more regularization where dropout 0.1 to
+#   0.3 on the residuals showed the model overfitting (its rate: 1.99x).
+# - tiny_dropout0.2_wd1e-4, _wd1e-3: T2T's weight_decay (an L2 term, weight_decay * w added to
+#   each update's gradient, biases aside), another regularizer against overfitting the 29k
+#   pairs; through Adam it pulls hardest on the weights whose gradients are small (rare
+#   pieces' embeddings).
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -201,6 +214,14 @@ tiny_dropout0.2_decay2000_avg100x3  hidden_size=128,filter_size=256,num_hidden_l
 tiny_dropout0.2_bpedrop0.1  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,subword_sampling_alpha=0.1  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_ff512_decay2000  hidden_size=128,filter_size=512,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_ff512_decay2000_avg100x3  hidden_size=128,filter_size=512,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000  100x3  beam_size=4,alpha=1.2
+tiny_dropout0.2_ema0.999  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,weight_ema_decay=0.999  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_ema0.999_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,weight_ema_decay=0.999  200x5  beam_size=4,alpha=1.0
+tiny_dropout0.2_ema0.999_alpha1.5  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,weight_ema_decay=0.999  200x5  beam_size=4,alpha=1.5
+d192_dropout0.3_decay2000  hidden_size=192,filter_size=384,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.3,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000  200x5  beam_size=4,alpha=1.2
+d192_dropout0.3_decay2000_avg100x3  hidden_size=192,filter_size=384,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.3,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000  100x3  beam_size=4,alpha=1.2
+tiny_dropout0.2_attdrop0.1_decay2000  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.1,relu_dropout=0.1,dropout=0.2,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_wd1e-4  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,weight_decay=1e-4  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_wd1e-3  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,weight_decay=1e-3  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.1       hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
 tiny_dropout0.1_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
 tiny_dropout0.2_ls0.2  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
