@@ -718,22 +718,30 @@ def bench_model_dir(args):
   print(f"t2t-lite-decoder outputs: {words_per_line(reference_outputs):.1f} words a line"
         + (f"; references {words_per_line(read_lines(args.references, len(lines))):.1f}"
            if args.references else ""), flush=True)
-  export_dir = os.path.join(args.workdir, "saved_model")
-  # The problem's decode defaults, as t2t-lite-exporter writes them, with the given overrides.
-  export_hparams = model_dirs.model_decode_defaults(args.model_dir).parse(
-      args.saved_model_decode_hparams)
-  print(f"SavedModel decode hparams: {args.saved_model_decode_hparams or 'the defaults'}")
-  version = saved_model.export(args.model_dir, export_dir, export_hparams, version=int(time.time()))
-  process = SavedModelProcess(version, lines_file, args.batch)
-  first = time.perf_counter()
-  process()  # compiles the shapes it meets
-  first = time.perf_counter() - first
-  timing = interleaved({"saved": process}, args.rounds)["saved"]
-  process.close()
-  rows = {**decoder_rows,
-          "SavedModel, default process (translation only, best round)": (timing.seconds, timing.result),
-          "SavedModel, default process (start-up + first pass, compiles)": (
-              process.startup_seconds + first, timing.result)}
+  # The problem's decode defaults, as t2t-lite-exporter writes them, with the given overrides;
+  # with --compare_saved_model_decode_hparams a second export, its rounds interleaved with the
+  # first's, so that the two compare within one run.
+  variants = {"": args.saved_model_decode_hparams}
+  if args.compare_saved_model_decode_hparams:
+    variants[f" ({args.compare_saved_model_decode_hparams})"] = args.compare_saved_model_decode_hparams
+  processes, firsts = {}, {}
+  for i, (label, overrides) in enumerate(variants.items()):
+    export_hparams = model_dirs.model_decode_defaults(args.model_dir).parse(overrides)
+    print(f"SavedModel{label} decode hparams: {overrides or 'the defaults'}")
+    version = saved_model.export(args.model_dir, os.path.join(args.workdir, f"saved_model{i or ''}"),
+                                 export_hparams, version=int(time.time()))
+    processes[label] = SavedModelProcess(version, lines_file, args.batch)
+    first = time.perf_counter()
+    processes[label]()  # compiles the shapes it meets
+    firsts[label] = time.perf_counter() - first
+  timings = interleaved(processes, args.rounds)
+  rows = dict(decoder_rows)
+  for label, process in processes.items():
+    process.close()
+    rows[f"SavedModel{label}, default process (translation only, best round)"] = (
+        timings[label].seconds, timings[label].result)
+    rows[f"SavedModel{label}, default process (start-up + first pass, compiles)"] = (
+        process.startup_seconds + firsts[label], timings[label].result)
   if not args.no_ctranslate2:
     import ctranslate2  # pylint: disable=import-outside-toplevel
     import sentencepiece  # pylint: disable=import-outside-toplevel
@@ -867,6 +875,10 @@ def parse_args(argv=None):
   parser.add_argument("--saved_model_decode_hparams", default="",
                       help="overrides of the problem's decode defaults for the SavedModel row "
                            "(--model_dir), e.g. refill_slots=32")
+  parser.add_argument("--compare_saved_model_decode_hparams", default="",
+                      help="with --model_dir: a second SavedModel with these overrides of the "
+                           "problem's decode defaults, timed in rounds interleaved with the first "
+                           "(e.g. refill_slots=32 against the default sub-batches)")
   parser.add_argument("--cache_phases_only", action="store_true",
                       help="with --model_dir: only the in-process search with and without cache "
                            "phases (no decoder command, SavedModel or CTranslate2)")

@@ -84,3 +84,19 @@ def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
                        output, re.MULTILINE)
   assert buckets and sum(int(b[1]) for b in buckets) == 1, output
   assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output
+
+
+def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, multi30k_slice):
+  """`--model_dir --compare_saved_model_decode_hparams=refill_slots=4`: the decoder command, then
+  the default SavedModel and one that refills 4 slots, both in default processes with their rounds
+  interleaved: each row's rate, and outputs equal to the decoder's."""
+  model_dir, _ = tiny_model_dir
+  output = run_script("bench_decode.py", f"--model_dir={model_dir}",
+                      f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--no_ctranslate2",
+                      "--no_in_process", "--rounds=1", "--batch=8",
+                      "--compare_saved_model_decode_hparams=refill_slots=4")
+  for label in ("", " (refill_slots=4)"):
+    for what in ("translation only, best round", "start-up + first pass, compiles"):
+      row = re.search(re.escape(f"| SavedModel{label}, default process ({what}) | ")
+                      + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
+      assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
