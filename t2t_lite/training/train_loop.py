@@ -211,7 +211,6 @@ class Trainer:
                   for name, v in self._variables.items() if v.trainable
                   } if hparams.weight_ema_decay > 0 else None
     self._ema_pairs = [(average, self._variables[name]) for name, average in (self.ema or {}).items()]
-    self._decayed = [weight_decayed(v.path, len(v.shape)) for v in self.model.trainable_variables]
     self.checkpoint = tf.train.Checkpoint(model=self._variables,
                                           optimizer=self.optimizer,
                                           **({model_dir.EMA_ROOT: self.ema} if self.ema else {}))
@@ -308,8 +307,9 @@ class Trainer:
     scale = tf.cast(getattr(self.optimizer, "dynamic_scale", 1.0), tf.float32)  # mixed_float16
     if self.hparams.weight_decay > 0:  # T2T's L2 term in the loss: its gradient, once per update
       decay = self.hparams.weight_decay * scale  # scaled as the loss's gradients are
-      grads = [g + tf.cast(decay, g.dtype) * tf.convert_to_tensor(v) if decayed else g
-               for g, v, decayed in zip(grads, self.model.trainable_variables, self._decayed)]
+      grads = [g + tf.cast(decay, g.dtype) * tf.convert_to_tensor(v)
+               if weight_decayed(v.path, len(v.shape)) else g
+               for g, v in zip(grads, self.model.trainable_variables)]
     norm = tf.linalg.global_norm(grads) / scale
     finite = tf.math.is_finite(loss)
     if self.hparams.mixed_precision != "mixed_float16":  # with loss scaling, inf gradients are skipped steps
