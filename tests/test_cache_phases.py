@@ -40,7 +40,7 @@ def tiny_transformer(seed=0):
 
 def self_cache_length(cache):
   """The positions of the model's self-attention cache: [B, H, L, d] keys of the first layer (a
-  cache shared by the beams: its lineage's L; its keys are [B, H, L * beam, d])."""
+  cache shared by the beams: its lineage's L; its values are [B, H, L * beam, d])."""
   if "lineage" in cache:
     return int(cache["lineage"].shape[1])
   return int(cache["decoder"]["layer_0"]["self"]["k"].shape[2])

@@ -73,13 +73,31 @@ def test_lineage_and_extend_cache():
   model = tiny_transformer(seed=3)
   memory, source_mask = model.encode(SOURCE)
   cache = model.init_cache(memory, source_mask, CACHE, BEAMS)
-  assert tuple(cache["decoder"]["layer_0"]["self"]["k"].shape) == (SENTENCES, 2, CACHE * BEAMS, 8)
-  _, cache = model.decode_step(np.full(SENTENCES * BEAMS, 2, "int32"), 3, cache)
+  layer = cache["decoder"]["layer_0"]
+  # The keys transposed, memory and self-attention alike: [B, H, d, entries].
+  assert tuple(layer["self"]["kt"].shape) == (SENTENCES, 2, 8, CACHE * BEAMS)
+  assert tuple(layer["self"]["v"].shape) == (SENTENCES, 2, CACHE * BEAMS, 8)
+  assert tuple(layer["memory"]["kt"].shape) == (SENTENCES, 2, 8, SOURCE.shape[1])
+  tiled = model.init_cache(*tile_to_beams([memory, source_mask], BEAMS), CACHE)
+  np.testing.assert_allclose(
+      ops.convert_to_numpy(layer["memory"]["kt"]),
+      np.swapaxes(ops.convert_to_numpy(tiled["decoder"]["layer_0"]["memory"]["k"]), 2, 3)[::BEAMS],
+      rtol=1e-6, atol=1e-6)
+  ids = np.arange(SENTENCES * BEAMS, dtype="int32") % 5 + 2
+  _, cache = model.decode_step(ids, 3, cache)
+  _, tiled = model.decode_step(ids, 3, tiled)
+  # Row j of sentence b wrote position 3 at entry 3 * BEAMS + j, the key the tiled cache's row
+  # b * BEAMS + j holds at position 3.
+  written = ops.convert_to_numpy(cache["decoder"]["layer_1"]["self"]["kt"])[..., 3 * BEAMS:4 * BEAMS]
+  expected = ops.convert_to_numpy(tiled["decoder"]["layer_1"]["self"]["k"])[:, :, 3]     # [B*g, H, d]
+  expected = np.transpose(expected.reshape(SENTENCES, BEAMS, 2, 8), (0, 2, 3, 1))        # [B, H, d, g]
+  np.testing.assert_allclose(written, expected, rtol=1e-5, atol=1e-5)
   lineage = ops.convert_to_numpy(cache["lineage"])
   np.testing.assert_array_equal(lineage[:, 3], np.tile(np.arange(BEAMS), SENTENCES))
   assert not np.delete(lineage, 3, axis=1).any()
   growing = translator.extend_cache(translator.split_cache(cache)[0], 20)
   assert tuple(growing["layer_1"]["v"].shape) == (SENTENCES, 2, 20 * BEAMS, 8)
+  assert tuple(growing["layer_1"]["kt"].shape) == (SENTENCES, 2, 8, 20 * BEAMS)
   assert tuple(growing["lineage"].shape) == (SENTENCES * BEAMS, 20)
   np.testing.assert_array_equal(ops.convert_to_numpy(growing["lineage"])[:, :CACHE], lineage)
 

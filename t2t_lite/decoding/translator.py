@@ -103,8 +103,9 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
 
   `encode(source_ids [b, w]) -> memory`: each sentence's encoder-decoder keys and values and its
   source mask (`Transformer.memory_cache`, `split_cache`'s fixed part: {"source_mask": [b, w],
-  "memory": {"layer_i": {"k", "v": [b, H, w, d]}}}); a caller encodes sorted sub-batches, each
-  at its own width, and pads them to one width (`pad_memory`).
+  "memory": {"layer_i": {"k", "v": [b, H, w, d]}}}, with a shared beam cache the keys transposed,
+  "kt" [b, H, d, w]); a caller encodes sorted sub-batches, each at its own width, and pads them
+  to one width (`pad_memory`).
 
   `search(source_ids [N, W], memory (at width W), num_sentences []) -> (ids [N, beams, L],
   scores [N, beams])`: sentences 0 .. num_sentences - 1 decoded in index order through
@@ -125,7 +126,7 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
   groups, reorder = shared_beams(dh)
 
   def encode(source_ids):
-    return model.memory_cache(*model.encode(ops.cast(source_ids, "int32"), training=False))
+    return model.memory_cache(*model.encode(ops.cast(source_ids, "int32"), training=False), groups)
 
   def search(source_ids, memory, num_sentences):
     source_ids = ops.cast(source_ids, "int32")                                      # [N, W]
@@ -208,24 +209,33 @@ def pad_memory(memory, width):
     return ops.pad(t, paddings)
   source_mask = ops.cast(pad(ops.cast(memory["source_mask"], "int32"), 1), "bool")
   return {"source_mask": source_mask,
-          "memory": keras.tree.map_structure(lambda t: pad(t, 2), memory["memory"])}
+          "memory": {name: {key: pad(t, entries_axis(key)) for key, t in layer.items()}
+                     for name, layer in memory["memory"].items()}}
+
+
+def entries_axis(key):
+  """The axis of the positions (entries) in a cache's keys or values: 3 for transposed keys
+  ("kt", [B, H, d, entries]), else 2 ([B, H, entries, d])."""
+  return 3 if key == "kt" else 2
 
 
 def extend_cache(growing, length):
   """The growing cache (`split_cache`'s: self-attention {"k", "v"} [B, H, L, d] per layer; shared
-  by the beams, [B, H, L * beam, d] and a lineage [B * beam, L]) with zero positions appended up
-  to `length` (axis 2; shared: `length * beam` entries, and the lineage to `length`): the next
-  phase of the search's cache. The causal mask hides positions after the step, whatever they
-  hold."""
+  by the beams, {"kt": [B, H, d, L * beam], "v": [B, H, L * beam, d]} and a lineage
+  [B * beam, L]) with zero positions appended up to `length` (shared: `length * beam` entries,
+  and the lineage to `length`): the next phase of the search's cache. The causal mask hides
+  positions after the step, whatever they hold."""
   groups = 1
   if "lineage" in growing:
     layer = next(part for name, part in growing.items() if name != "lineage")
-    groups = layer["k"].shape[2] // growing["lineage"].shape[1]
+    groups = layer["v"].shape[2] // growing["lineage"].shape[1]
 
-  def extend(t, size):
-    return ops.pad(t, [(0, 0), (0, 0), (0, size - t.shape[2]), (0, 0)])      # [B, H, size, d]
+  def extend(t, axis):
+    paddings = [(0, 0)] * 4
+    paddings[axis] = (0, length * groups - t.shape[axis])
+    return ops.pad(t, paddings)
   return {name: (ops.pad(part, [(0, 0), (0, length - part.shape[1])]) if name == "lineage" else
-                 keras.tree.map_structure(lambda t: extend(t, length * groups), part))
+                 {key: extend(t, entries_axis(key)) for key, t in part.items()})
           for name, part in growing.items()}
 
 

@@ -44,7 +44,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
 from t2t_lite.decoding.buckets import BATCH_STEP, width_buckets
-from t2t_lite.decoding.translator import (make_refill_fns, make_search_fn, output_length,
+from t2t_lite.decoding.translator import (entries_axis, make_refill_fns, make_search_fn, output_length,
                                           pad_memory, refills, source_limit)
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
@@ -227,8 +227,11 @@ class TranslationModule(tf.Module):
 
     memory = tf.switch_case(self._bucket(width), [encode_at(w) for w in self.buckets])
     memory = tf.nest.pack_sequence_as(self._memory_spec, memory)
+    def cut(key, t):  # n rows, `width` positions
+      return t[:n, :, :, :width] if entries_axis(key) == 3 else t[:n, :, :width]
     return {"source_mask": memory["source_mask"][:n, :width],
-            "memory": tf.nest.map_structure(lambda t: t[:n, :, :width], memory["memory"])}
+            "memory": {name: {key: cut(key, t) for key, t in layer.items()}
+                       for name, layer in memory["memory"].items()}}
 
   def _bucket(self, width):
     """The index in self.buckets of the bucket a source `width` (int32 scalar) is padded to."""

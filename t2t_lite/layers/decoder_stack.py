@@ -68,16 +68,18 @@ class Decoder(LayerStack):
   def init_self_cache(self, batch_size, max_length, groups=None):
     """The cache's self-attention keys/values, zeros, made without an encoder output:
     {"layer_i": {"k", "v": [B, H, max_length, d]}} (a search's slots are made before any
-    sentence is encoded). With `groups=g`, a cache shared by groups of g rows, [B, H,
-    max_length * g, d] (`MultiHeadAttention`'s grouped queries: a beam search's hypotheses)."""
+    sentence is encoded). With `groups=g`, a cache shared by groups of g rows, {"kt": [B, H,
+    d, max_length * g], "v": [B, H, max_length * g, d]} (`MultiHeadAttention`'s grouped queries:
+    a beam search's hypotheses)."""
     return {f"layer_{i}": layer.self_attention.init_cache(batch_size, max_length, groups)
             for i, layer in enumerate(self.layers)}
 
-  def memory_cache(self, memory):
+  def memory_cache(self, memory, transposed_keys=False):
     """The cache's encoder-decoder keys/values: {"layer_i": {"k", "v": [B, H, S, d]}}, `memory`
-    [B, S, d] projected once per layer."""
+    [B, S, d] projected once per layer (`transposed_keys`: {"kt": [B, H, d, S], "v"}, for
+    grouped queries)."""
     checks.check_rank("memory", memory, (3,), "[batch, source_length, hidden_size]")
-    return {f"layer_{i}": layer.encdec_attention.compute_memory_kv(memory)
+    return {f"layer_{i}": layer.encdec_attention.compute_memory_kv(memory, transposed_keys)
             for i, layer in enumerate(self.layers)}
 
   def call(self, inputs, memory=None, memory_padding_mask=None, cache=None, step=None,

@@ -22,11 +22,22 @@ def write_rows(cache, new, step):
   return cache
 
 
-def write_group_rows(cache, new, step):
+def write_group_rows(cache, new, step, keys_transposed=False):
   """A shared cache [B, H, L * g, d] (position p of slot j at index p * g + j) with slot j's
   `new` [B, H, T, g, d] written at positions step[b * g + j] ... + T - 1 (`step` int32 [B * g],
-  T static): `write_rows` for a cache shared by groups of g rows."""
+  T static): `write_rows` for a cache shared by groups of g rows. `keys_transposed`: the cache
+  is laid out [B, H, d, L * g] (a shared cache's keys, see `MultiHeadAttention`)."""
   groups = new.shape[3]
+  if keys_transposed:
+    heads, depth, length = cache.shape[1], cache.shape[2], cache.shape[3] // groups
+    positions = ops.arange(length, dtype="int32")[None, :, None]                       # [1, L, 1]
+    step = ops.reshape(step, (-1, 1, groups))                                          # [B, 1, g]
+    slots = ops.reshape(cache, (-1, heads, depth, length, groups))                     # [B, H, d, L, g]
+    new = ops.transpose(new, (0, 1, 4, 2, 3))                                          # [B, H, d, T, g]
+    for t in range(new.shape[3]):
+      hit = ops.equal(positions, step + t)                                             # [B, L, g]
+      slots = ops.where(hit[:, None, None], new[:, :, :, t:t + 1], slots)
+    return ops.reshape(slots, (-1, heads, depth, length * groups))
   length = cache.shape[2] // groups
   positions = ops.arange(length, dtype="int32")[None, :, None]                         # [1, L, 1]
   step = ops.reshape(step, (-1, 1, groups))                                            # [B, 1, g]
@@ -66,7 +77,7 @@ class MultiHeadAttention(keras.layers.Layer):
     reads each sentence's memory keys/values once for its g queries (`[B, H, g * Tq, d] x
     [B, H, d, S]`) rather than from g tiled copies; `attention_mask` has the memory's batch,
     [B, 1, S]. A self-attention cache shared by a group, `init_cache(batch_size, max_length,
-    groups=g)`, is `{"k": [B, H, max_length * g, d_k], "v": [B, H, max_length * g, d_v]}`,
+    groups=g)`, is `{"kt": [B, H, d_k, max_length * g], "v": [B, H, max_length * g, d_v]}`,
     position p of row j at index `p * g + j`: a step writes the g rows' keys/values at one
     contiguous place (one slice write, as ungrouped), and every query attends over all the
     max_length * g cached entries of its sentence, `attention_mask` [B, g * Tq, max_length * g]
@@ -74,6 +85,11 @@ class MultiHeadAttention(keras.layers.Layer):
     here); the keys/values stay where they were written and only that mask follows the
     hypotheses (a beam search's lineage, see `Transformer.decode_step`). The attention weights
     are returned per query row, [B * g, H, Tq, Tk].
+  - Keys stored transposed, "kt" [B, H, d_k, Tk] in place of "k" [B, H, Tk, d_k] (a grouped
+    self-attention cache always; memory keys from `compute_memory_kv(memory,
+    transposed_keys=True)`): with g > 1 query rows per cache entry, XLA's CPU dot `q kt` ran
+    1.3-2.3x as fast as `q k^T`; with one query row, `q k^T` is the faster
+    (docs/performance.md).
 
   Args:
     num_heads: h, the number of heads.
@@ -197,28 +213,35 @@ class MultiHeadAttention(keras.layers.Layer):
             self._split_heads(k, length, self._key_depth),
             self._split_heads(v, length, self._value_depth))
 
-  def compute_memory_kv(self, memory):
-    """Projects encoder output [B, S, d_memory] once into {"k": [B,H,S,d_k], "v": [B,H,S,d_v]}."""
+  def compute_memory_kv(self, memory, transposed_keys=False):
+    """Projects encoder output [B, S, d_memory] once into {"k": [B,H,S,d_k], "v": [B,H,S,d_v]};
+    with `transposed_keys`, {"kt": [B, H, d_k, S], "v"} (for grouped queries: see above)."""
     if self.self_attention:
       raise ValueError("compute_memory_kv is for encoder-decoder attention; this layer has "
                        "self_attention=True. Use init_cache(batch_size, max_length) instead.")
     checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
     length = ops.shape(memory)[1]
     k, v = ops.split(self._project(memory, self.kv_kernel, "kv_bias"), [self._key_channels], axis=-1)
-    return {"k": self._split_heads(k, length, self._key_depth),
-            "v": self._split_heads(v, length, self._value_depth)}
+    v = self._split_heads(v, length, self._value_depth)
+    if transposed_keys:  # [B * S, H * d_k] -> [B, H, d_k, S]
+      k = ops.reshape(k, (-1, length, self.num_heads, self._key_depth))
+      return {"kt": ops.transpose(k, (0, 2, 3, 1)), "v": v}
+    return {"k": self._split_heads(k, length, self._key_depth), "v": v}
 
   def init_cache(self, batch_size, max_length, groups=None):
     """Zeros {"k": [B, H, max_length, d_k], "v": [B, H, max_length, d_v]} for self-attention;
-    with `groups=g`, a cache shared by groups of g query rows: [B, H, max_length * g, d]."""
+    with `groups=g` > 1, a cache shared by groups of g query rows, its keys transposed:
+    {"kt": [B, H, d_k, max_length * g], "v": [B, H, max_length * g, d_v]}."""
     if not self.self_attention:
       raise ValueError("init_cache is for self-attention; for encoder-decoder attention use "
                        "compute_memory_kv(memory).")
     entries = max_length * (groups or 1)
-    return {
-        "k": ops.zeros((batch_size, self.num_heads, entries, self._key_depth), self.compute_dtype),
-        "v": ops.zeros((batch_size, self.num_heads, entries, self._value_depth), self.compute_dtype),
-    }
+    values = ops.zeros((batch_size, self.num_heads, entries, self._value_depth), self.compute_dtype)
+    if groups and groups > 1:
+      return {"kt": ops.zeros((batch_size, self.num_heads, self._key_depth, entries),
+                              self.compute_dtype), "v": values}
+    return {"k": ops.zeros((batch_size, self.num_heads, entries, self._key_depth), self.compute_dtype),
+            "v": values}
 
   def _check_call(self, query, memory, attention_mask, cache, step):
     checks.check_rank("query", query, (3,), "[batch, query_length, channels]")
@@ -230,8 +253,10 @@ class MultiHeadAttention(keras.layers.Layer):
                        "[batch, memory_length, channels] or `cache=layer.compute_memory_kv(memory)`.")
     if memory is not None:
       checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
-    if cache is not None and (not isinstance(cache, dict) or set(cache) != {"k", "v"}):
-      raise ValueError("`cache` must be the dict {'k', 'v'} from init_cache / compute_memory_kv; "
+    if cache is not None and (not isinstance(cache, dict)
+                              or set(cache) not in ({"k", "v"}, {"kt", "v"})):
+      raise ValueError("`cache` must be the dict {'k', 'v'} (or {'kt', 'v'}: keys transposed) "
+                       "from init_cache / compute_memory_kv; "
                        f"got {type(cache).__name__}"
                        f"{sorted(cache) if isinstance(cache, dict) else ''}.")
     if self.self_attention and (cache is None) != (step is None):
@@ -247,6 +272,12 @@ class MultiHeadAttention(keras.layers.Layer):
     attention_mask = self._check_call(query, memory, attention_mask, cache, step)
     query_length = ops.shape(query)[1]
     groups = query_groups if cache is not None and query_groups not in (None, 1) else None
+    transposed = cache is not None and "kt" in cache
+    if self.self_attention and cache is not None and transposed != bool(groups):
+      raise ValueError("A self-attention cache shared by groups of query rows ('kt': from "
+                       "init_cache(..., groups=g)) needs query_groups=g, and one from "
+                       "init_cache(batch_size, max_length) ('k') none: pass the query_groups "
+                       "the cache was made with.")
     if self.self_attention and groups:
       q, k, v, cache, attention_mask = self._grouped_cache_step(query, attention_mask, cache,
                                                                 step, groups)
@@ -265,10 +296,10 @@ class MultiHeadAttention(keras.layers.Layer):
             attention_mask)
     else:
       memory_kv = cache if cache is not None else self.compute_memory_kv(memory)
-      k, v = memory_kv["k"], memory_kv["v"]  # [B, H, Tk, d_k], [B, H, Tk, d_v]
+      k, v = memory_kv["kt" if transposed else "k"], memory_kv["v"]  # kt: [B, H, d_k, Tk]
       projected = self._project(query, self.q_kernel, "q_bias")               # [B * Tq, H * d_k]
       q = self._split_heads(projected, query_length * (groups or 1), self._key_depth)
-    output, weights = self._attend(q, k, v, attention_mask, training, query_length)
+    output, weights = self._attend(q, k, v, attention_mask, training, query_length, transposed)
     if return_attention_scores and groups:  # [B, H, g * Tq, Tk] -> [B * g, H, Tq, Tk]
       keys = ops.shape(weights)[-1]
       weights = ops.reshape(weights, (-1, self.num_heads, groups, query_length, keys))
@@ -277,14 +308,15 @@ class MultiHeadAttention(keras.layers.Layer):
     return checks.call_results(output, weights if return_attention_scores else None, cache)
 
   def _grouped_cache_step(self, query, attention_mask, cache, step, groups):
-    """Self-attention over a cache shared by groups of g query rows ([B, H, L * g, d]; see the
-    class docstring): writes each row's keys/values at `step` (a scalar or [B * g]) and returns
-    q [B, H, g * Tq, d_k], the new keys and values [B, H, L * g, d], the new cache and the mask
-    [B or 1, g * Tq, L * g]: `attention_mask` and the causal rule."""
+    """Self-attention over a cache shared by groups of g query rows ({"kt": [B, H, d_k, L * g],
+    "v": [B, H, L * g, d_v]}; see the class docstring): writes each row's keys/values at `step`
+    (a scalar or [B * g]) and returns q [B, H, g * Tq, d_k], the new keys (transposed) and
+    values, the new cache and the mask [B or 1, g * Tq, L * g]: `attention_mask` and the causal
+    rule."""
     query_length = query.shape[1]
     if query_length is None:
       raise ValueError("A shared self-attention cache needs a static query length ([B, T, d]).")
-    entries = cache["k"].shape[2]                                               # L * g
+    entries = cache["v"].shape[2]                                               # L * g
     kc = self._key_channels
     q, k, v = ops.split(self._project(query, self.qkv_kernel, "qkv_bias"), [kc, 2 * kc], axis=-1)
     q = self._split_heads(q, groups * query_length, self._key_depth)         # [B, H, g * Tq, d_k]
@@ -297,26 +329,29 @@ class MultiHeadAttention(keras.layers.Layer):
     step = ops.cast(step, "int32")
     if len(step.shape) == 0:  # the g rows' positions step ... step + Tq - 1: one slice
       flat = lambda t: ops.reshape(t, (-1, self.num_heads, query_length * groups, t.shape[-1]))  # noqa: E731
-      k = ops.slice_update(cache["k"], (0, 0, step * groups, 0), flat(k))   # [B, H, L * g, d_k]
-      v = ops.slice_update(cache["v"], (0, 0, step * groups, 0), flat(v))
+      k = ops.slice_update(cache["kt"], (0, 0, 0, step * groups),
+                           ops.swapaxes(flat(k), 2, 3))                      # [B, H, d_k, L * g]
+      v = ops.slice_update(cache["v"], (0, 0, step * groups, 0), flat(v))    # [B, H, L * g, d_v]
       query_positions = ops.tile(step + ops.arange(query_length, dtype="int32"), (groups,))
       query_positions = query_positions[None, :, None]                      # [1, g * Tq, 1]
     else:  # a step per row [B * g]
-      k, v = write_group_rows(cache["k"], k, step), write_group_rows(cache["v"], v, step)
+      k = write_group_rows(cache["kt"], k, step, keys_transposed=True)
+      v = write_group_rows(cache["v"], v, step)
       query_positions = (ops.expand_dims(step, 1)
                          + ops.arange(query_length, dtype="int32")[None, :])  # [B * g, Tq]
       query_positions = ops.reshape(query_positions, (-1, groups * query_length, 1))  # [B, g*Tq, 1]
     key_positions = ops.arange(entries, dtype="int32")[None, None, :] // groups  # [1, 1, L * g]
     causal = ops.less_equal(key_positions, query_positions)                 # [B or 1, g*Tq, L*g]
-    return q, k, v, {"k": k, "v": v}, masks.combine_masks(causal, attention_mask)
+    return q, k, v, {"kt": k, "v": v}, masks.combine_masks(causal, attention_mask)
 
-  def _attend(self, q, k, v, attention_mask, training, query_length):
+  def _attend(self, q, k, v, attention_mask, training, query_length, keys_transposed=False):
     """softmax(q k^T / sqrt(d_k)) v over heads, then W^O.
 
     q [B, H, Tq, d_k], or grouped [B, H, g * Tq, d_k] for keys [B, H, Tk, d_k] (the mask then
-    [B or 1, g * Tq or 1, Tk]). Returns ([B * g, Tq, out], weights [B, H, g * Tq, Tk])."""
+    [B or 1, g * Tq or 1, Tk]); `keys_transposed`: k is [B, H, d_k, Tk]. Returns
+    ([B * g, Tq, out], weights [B, H, g * Tq, Tk])."""
     q = q * ops.cast(self._key_depth ** -0.5, q.dtype)
-    scores = ops.matmul(q, ops.swapaxes(k, -1, -2))  # [B, H, Tq, Tk]
+    scores = ops.matmul(q, k if keys_transposed else ops.swapaxes(k, -1, -2))  # [B, H, Tq, Tk]
     scores = ops.cast(scores, "float32")
     if attention_mask is not None:
       if len(attention_mask.shape) == 2:

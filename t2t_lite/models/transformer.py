@@ -232,18 +232,21 @@ class Transformer(keras.Model):
     With `beam_size=g`, a cache that the g hypotheses of each sentence share (`decode_step` then
     takes B * g rows, sentence-major): nothing is tiled, the memory k/v and the source mask stay
     once per sentence, the self-attention k/v are [B, H, max_length * g, d] (row j of a sentence
-    writes position p at index p * g + j), and `"lineage"`: int32 [B * g, max_length], zeros,
-    says for each hypothesis which row of its sentence wrote each position of its history. A
+    writes position p at index p * g + j), the keys, memory and self-attention, stored transposed
+    ("kt": [B, H, d, S] and [B, H, d, max_length * g]; see `MultiHeadAttention`), and
+    `"lineage"`: int32 [B * g, max_length], zeros, says for each hypothesis which row of its
+    sentence wrote each position of its history. A
     beam search reorders only the lineage with the hypotheses
     (`translator.reorder_lineage`), never the keys/values.
     """
     return join_cache(self.init_self_cache(ops.shape(source_mask)[0], max_length, beam_size),
-                      self.memory_cache(encoder_output, source_mask))
+                      self.memory_cache(encoder_output, source_mask, beam_size))
 
   def init_self_cache(self, batch_size, max_length, beam_size=None):
     """`init_cache`'s part that decoding writes (`split_cache`'s growing part), zeros, made
     without an encoder output: {"layer_i": {"k", "v"}} per decoder layer, [B, H, max_length, d]
-    (with `beam_size=g`: [B, H, max_length * g, d], and "lineage" int32 [B * g, max_length]).
+    (with `beam_size=g`: {"kt": [B, H, d, max_length * g], "v": [B, H, max_length * g, d]}, and
+    "lineage" int32 [B * g, max_length]).
     `batch_size` may be a scalar tensor."""
     if not isinstance(max_length, int) or max_length < 1:
       raise ValueError(f"`max_length` must be a positive Python int (static cache size); got "
@@ -256,12 +259,15 @@ class Transformer(keras.Model):
       growing["lineage"] = ops.zeros((batch_size * beam_size, max_length), "int32")
     return growing
 
-  def memory_cache(self, encoder_output, source_mask):
+  def memory_cache(self, encoder_output, source_mask, beam_size=None):
     """`init_cache`'s part fixed for a sentence (`split_cache`'s fixed part): {"source_mask":
     [B, S], "memory": {"layer_i": {"k", "v": [B, H, S, d]}}}, the encoder output's keys and
-    values projected once per decoder layer."""
+    values projected once per decoder layer; for a cache the beams share (`beam_size=g` > 1),
+    the keys transposed, {"kt": [B, H, d, S], "v"}."""
     source_mask = checks.check_bool_mask("source_mask", source_mask, (2,), "[batch, source_length]")
-    return {"source_mask": source_mask, "memory": self.decoder.memory_cache(encoder_output)}
+    transposed = beam_size is not None and beam_size > 1
+    return {"source_mask": source_mask,
+            "memory": self.decoder.memory_cache(encoder_output, transposed_keys=transposed)}
 
   def output_projection(self):
     """The pre-softmax projection's table E [V, d] in the compute dtype
@@ -299,7 +305,7 @@ class Transformer(keras.Model):
     lineage, self_mask = None, None
     groups = None
     if "lineage" in cache:
-      entries = next(iter(cache["decoder"].values()))["self"]["k"].shape[2]       # L * g
+      entries = next(iter(cache["decoder"].values()))["self"]["v"].shape[2]       # L * g
       groups = entries // cache["lineage"].shape[1]
       lineage = write_lineage(cache["lineage"], step, groups)                     # [B * g, L]
       self_mask = lineage_mask(lineage, groups)                                   # [B, g, L * g]
