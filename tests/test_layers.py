@@ -166,6 +166,13 @@ def test_encoder_decoder_attention_matches_numpy_with_other_channels():
   # The precomputed memory keys/values give the same answer.
   cached, _ = layer(query, cache=layer.compute_memory_kv(memory), attention_mask=mask)
   np.testing.assert_allclose(to_np(cached), expected, atol=1e-5)
+  # Keys stored transposed ("kt", the layout of a cache grouped queries share): the same keys,
+  # [B, H, d_k, S], and the same answer.
+  plain, transposed = layer.compute_memory_kv(memory), layer.compute_memory_kv(memory, True)
+  assert set(transposed) == {"kt", "v"}
+  np.testing.assert_array_equal(to_np(transposed["kt"]), np.swapaxes(to_np(plain["k"]), 2, 3))
+  cached, _ = layer(query, cache=transposed, attention_mask=mask)
+  np.testing.assert_allclose(to_np(cached), expected, atol=1e-5)
 
 
 def test_attention_has_no_biases_and_fused_kernels():
@@ -250,6 +257,8 @@ def test_attention_validates_its_inputs():
     layer(x, random_array(B, 3, D))
   with pytest.raises(ValueError, match="both"):
     layer(x, cache=layer.init_cache(B, TK))
+  with pytest.raises(ValueError, match="query_groups"):  # a grouped cache, no groups
+    layer(x[:, :1], cache=layer.init_cache(B, TK, groups=2), step=0)
   with pytest.raises(ValueError, match="divisible"):
     MultiHeadAttention(num_heads=3)(x)  # d = 16 is the default key_channels
   with pytest.raises(ValueError, match="divisible"):

@@ -87,9 +87,9 @@ class MultiHeadAttention(keras.layers.Layer):
     are returned per query row, [B * g, H, Tq, Tk].
   - Keys stored transposed, "kt" [B, H, d_k, Tk] in place of "k" [B, H, Tk, d_k] (a grouped
     self-attention cache always; memory keys from `compute_memory_kv(memory,
-    transposed_keys=True)`): with g > 1 query rows per cache entry, XLA's CPU dot `q kt` ran
-    1.3-2.3x as fast as `q k^T`; with one query row, `q k^T` is the faster
-    (docs/performance.md).
+    transposed_keys=True)`): with g > 1 query rows per cache entry XLA's CPU dot runs `q kt`
+    faster than `q k^T`, which it computes through a transposed copy of the keys; with one
+    query row `q k^T` is the faster (measured in docs/performance.md).
 
   Args:
     num_heads: h, the number of heads.
