@@ -176,3 +176,35 @@ def test_bad_step_shape_is_explained(model):
     model.decode_step(np.zeros(3, "int32"), np.zeros((3, 1), "int32"), cache)
   with pytest.raises(ValueError, match="one position per row"):
     model.decode_step(np.zeros(3, "int32"), np.zeros(2, "int32"), cache)
+
+
+@pytest.mark.backend_independent
+def test_row_slices_write_what_the_select_writes():
+  """`write_row_slices` (a slice per row, in place) against numpy and the select it replaces for
+  one position (`write_rows`, `write_group_rows`): rows at their own steps, those at or past the
+  cache's end not written; plain [B, H, L, d] and a group's keys transposed [B, H, d, L * g]."""
+  from t2t_lite.layers.multi_head_attention import write_group_rows, write_row_slices, write_rows
+  rng = np.random.default_rng(0)
+  rows, heads, length, depth, groups = 5, 2, 6, 3, 4
+  step = np.array([0, 3, 5, 6, 9], "int32")
+  cache = rng.normal(size=(rows, heads, length, depth)).astype("float32")
+  new = rng.normal(size=(rows, heads, 1, depth)).astype("float32")
+  expected = cache.copy()
+  for b in range(rows):
+    if step[b] < length:
+      expected[b, :, step[b]] = new[b, :, 0]
+  np.testing.assert_array_equal(
+      ops.convert_to_numpy(write_row_slices([cache], [new], step, [2])[0]), expected)
+  np.testing.assert_array_equal(ops.convert_to_numpy(write_rows(cache, new, step)), expected)
+
+  keys = rng.normal(size=(rows, heads, depth, length * groups)).astype("float32")
+  group_new = rng.normal(size=(rows, heads, 1, groups, depth)).astype("float32")  # [B, H, T, g, d]
+  expected = keys.copy()
+  for b in range(rows):
+    if step[b] < length:
+      expected[b, :, :, step[b] * groups:(step[b] + 1) * groups] = np.swapaxes(group_new[b, :, 0], 1, 2)
+  columns = np.transpose(group_new, (0, 1, 4, 2, 3))[:, :, :, 0]                    # [B, H, d, g]
+  np.testing.assert_array_equal(
+      ops.convert_to_numpy(write_row_slices([keys], [columns], step * groups, [3])[0]), expected)
+  np.testing.assert_array_equal(ops.convert_to_numpy(
+      write_group_rows(keys, group_new, np.repeat(step, groups), keys_transposed=True)), expected)

@@ -22,6 +22,34 @@ def write_rows(cache, new, step):
   return cache
 
 
+def write_row_slices(caches, updates, starts, axes):
+  """Per-row writes of one decoding step, each a slice written in place: for every row b and
+  cache i, `updates[i][b]` replaces the entries starts[b] ... starts[b] + n - 1 of
+  `caches[i][b]` along `axes[i]` (n = updates[i].shape[axes[i]], static; `starts` int32 [B]).
+  A row whose entries would reach past the cache's end is not written, as `write_rows` skips
+  positions >= L. One loop over the rows (`ops.fori_loop`) writes every cache: a select over
+  each cache (`write_rows`) reads and writes all of it every step, this only the new entries."""
+  caches = [ops.convert_to_tensor(c) for c in caches]
+  updates = [ops.convert_to_tensor(u) for u in updates]
+  starts = ops.convert_to_tensor(starts, "int32")
+  rows = ops.shape(caches[0])[0]
+  valid = [ops.logical_and(starts >= 0, starts + u.shape[a] <= c.shape[a])
+           for c, u, a in zip(caches, updates, axes)]                                  # [B] each
+  clipped = [ops.clip(starts, 0, c.shape[a] - u.shape[a]) for c, u, a in zip(caches, updates, axes)]
+
+  def body(b, caches):
+    written = []
+    for cache, update, axis, start, ok in zip(caches, updates, axes, clipped, valid):
+      begin = [b] + [0] * (len(cache.shape) - 1)
+      shape = [1] + list(update.shape[1:])
+      row = ops.slice(update, list(begin), shape)
+      begin[axis] = start[b]
+      row = ops.where(ok[b], row, ops.slice(cache, begin, shape))  # skipped rows keep theirs
+      written.append(ops.slice_update(cache, begin, row))
+    return written
+  return ops.fori_loop(0, rows, body, list(caches))
+
+
 def write_group_rows(cache, new, step, keys_transposed=False):
   """A shared cache [B, H, L * g, d] (position p of slot j at index p * g + j) with slot j's
   `new` [B, H, T, g, d] written at positions step[b * g + j] ... + T - 1 (`step` int32 [B * g],
@@ -113,8 +141,10 @@ class MultiHeadAttention(keras.layers.Layer):
     query_groups: with `cache`: the query rows come in groups of this many rows sharing one
       cache entry (grouped queries, above); the cache's batch is the query's / query_groups.
     step: int scalar (may be a traced tensor): position of the first query in the cache; or an
-      int vector [B], each row's own position (see `write_rows`): rows at different steps, e.g.
-      a search whose slots are refilled with new sentences, which restart at position 0.
+      int vector [B], each row's own position: rows at different steps, e.g. a search whose
+      slots are refilled with new sentences, which restart at position 0 (one query position:
+      `write_row_slices`, a slice per row; several: `write_rows`, a select). With
+      `query_groups=g` the vector has the B * g query rows' steps, equal within a group.
     return_attention_scores: also return the attention weights [B, H, Tq, Tk] (float32).
     training: whether dropout is active.
 
@@ -288,7 +318,9 @@ class MultiHeadAttention(keras.layers.Layer):
         if len(step.shape) == 0:  # one step for the batch: one slice write
           k = ops.slice_update(cache["k"], (0, 0, step, 0), k)  # [B, H, max_length, d_k]
           v = ops.slice_update(cache["v"], (0, 0, step, 0), v)
-        else:  # a step per row [B]
+        elif k.shape[2] == 1:  # a step per row [B], one position each: a slice per row
+          k, v = write_row_slices([cache["k"], cache["v"]], [k, v], step, [2, 2])
+        else:  # a step per row [B], several positions: a select over the cache
           k, v = write_rows(cache["k"], k, step), write_rows(cache["v"], v, step)
         cache = {"k": k, "v": v}
         attention_mask = masks.combine_masks(
@@ -334,9 +366,15 @@ class MultiHeadAttention(keras.layers.Layer):
       v = ops.slice_update(cache["v"], (0, 0, step * groups, 0), flat(v))    # [B, H, L * g, d_v]
       query_positions = ops.tile(step + ops.arange(query_length, dtype="int32"), (groups,))
       query_positions = query_positions[None, :, None]                      # [1, g * Tq, 1]
-    else:  # a step per row [B * g]
-      k = write_group_rows(cache["kt"], k, step, keys_transposed=True)
-      v = write_group_rows(cache["v"], v, step)
+    else:  # a step per row [B * g], the same for a group's g rows (a beam's hypotheses)
+      if query_length == 1:  # one slice per group: [H, d, g] keys, [H, g, d] values
+        group_step = ops.reshape(step, (-1, groups))[:, 0]                    # [B]
+        k, v = write_row_slices(
+            [cache["kt"], cache["v"]], [ops.transpose(k, (0, 1, 4, 2, 3))[:, :, :, 0], v[:, :, 0]],
+            group_step * groups, [3, 2])
+      else:  # several positions: a select over the cache
+        k = write_group_rows(cache["kt"], k, step, keys_transposed=True)
+        v = write_group_rows(cache["v"], v, step)
       query_positions = (ops.expand_dims(step, 1)
                          + ops.arange(query_length, dtype="int32")[None, :])  # [B * g, Tq]
       query_positions = ops.reshape(query_positions, (-1, groups * query_length, 1))  # [B, g*Tq, 1]
