@@ -203,13 +203,9 @@ def phase_lengths(decode_hparams, max_decode_length):
 def pad_memory(memory, width):
   """`make_refill_fns`' encoder memory padded to `width` source positions (masked: the source
   mask False, the keys and values zero)."""
-  def pad(t, axis):
-    paddings = [(0, 0)] * len(t.shape)
-    paddings[axis] = (0, width - ops.shape(t)[axis])
-    return ops.pad(t, paddings)
-  source_mask = ops.cast(pad(ops.cast(memory["source_mask"], "int32"), 1), "bool")
+  source_mask = ops.cast(pad_axis(ops.cast(memory["source_mask"], "int32"), 1, width), "bool")
   return {"source_mask": source_mask,
-          "memory": {name: {key: pad(t, entries_axis(key)) for key, t in layer.items()}
+          "memory": {name: {key: pad_axis(t, entries_axis(key), width) for key, t in layer.items()}
                      for name, layer in memory["memory"].items()}}
 
 
@@ -217,6 +213,13 @@ def entries_axis(key):
   """The axis of the positions (entries) in a cache's keys or values: 3 for transposed keys
   ("kt", [B, H, d, entries]), else 2 ([B, H, entries, d])."""
   return 3 if key == "kt" else 2
+
+
+def pad_axis(t, axis, size):
+  """`t` with zeros appended along `axis` up to `size`."""
+  paddings = [(0, 0)] * len(t.shape)
+  paddings[axis] = (0, size - ops.shape(t)[axis])
+  return ops.pad(t, paddings)
 
 
 def extend_cache(growing, length):
@@ -229,13 +232,8 @@ def extend_cache(growing, length):
   if "lineage" in growing:
     layer = next(part for name, part in growing.items() if name != "lineage")
     groups = layer["v"].shape[2] // growing["lineage"].shape[1]
-
-  def extend(t, axis):
-    paddings = [(0, 0)] * 4
-    paddings[axis] = (0, length * groups - t.shape[axis])
-    return ops.pad(t, paddings)
-  return {name: (ops.pad(part, [(0, 0), (0, length - part.shape[1])]) if name == "lineage" else
-                 {key: extend(t, entries_axis(key)) for key, t in part.items()})
+  return {name: (pad_axis(part, 1, length) if name == "lineage" else
+                 {key: pad_axis(t, entries_axis(key), length * groups) for key, t in part.items()})
           for name, part in growing.items()}
 
 

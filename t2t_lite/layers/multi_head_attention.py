@@ -55,17 +55,9 @@ def write_group_rows(cache, new, step, keys_transposed=False):
   `new` [B, H, T, g, d] written at positions step[b * g + j] ... + T - 1 (`step` int32 [B * g],
   T static): `write_rows` for a cache shared by groups of g rows. `keys_transposed`: the cache
   is laid out [B, H, d, L * g] (a shared cache's keys, see `MultiHeadAttention`)."""
+  if keys_transposed:  # the same select on the entries-major view, back to [B, H, d, L * g]
+    return ops.swapaxes(write_group_rows(ops.swapaxes(cache, 2, 3), new, step), 2, 3)
   groups = new.shape[3]
-  if keys_transposed:
-    heads, depth, length = cache.shape[1], cache.shape[2], cache.shape[3] // groups
-    positions = ops.arange(length, dtype="int32")[None, :, None]                       # [1, L, 1]
-    step = ops.reshape(step, (-1, 1, groups))                                          # [B, 1, g]
-    slots = ops.reshape(cache, (-1, heads, depth, length, groups))                     # [B, H, d, L, g]
-    new = ops.transpose(new, (0, 1, 4, 2, 3))                                          # [B, H, d, T, g]
-    for t in range(new.shape[3]):
-      hit = ops.equal(positions, step + t)                                             # [B, L, g]
-      slots = ops.where(hit[:, None, None], new[:, :, :, t:t + 1], slots)
-    return ops.reshape(slots, (-1, heads, depth, length * groups))
   length = cache.shape[2] // groups
   positions = ops.arange(length, dtype="int32")[None, :, None]                         # [1, L, 1]
   step = ops.reshape(step, (-1, 1, groups))                                            # [B, 1, g]
