@@ -51,6 +51,7 @@ class ModelConfig:
   layer_prepostprocess_dropout: float = 0.1  # residual and embedding dropout (P_drop)
   attention_dropout: float = 0.1
   relu_dropout: float = 0.1
+  symbol_dropout: float = 0.0              # T2T's: input tokens (source, target) set to PAD in training
   position_encoding: str = "sinusoid"      # see POSITION_ENCODINGS; "learned": Table 3 row E
   max_position: int = 1024                 # longest position the model can see
   # T2T's embedding sharing: one matrix for the source and target embeddings and the pre-softmax
@@ -89,7 +90,7 @@ class ModelConfig:
     for name in ("key_channels", "value_channels"):
       check(getattr(self, name) % self.num_heads == 0,
             f"{name} ({getattr(self, name)}) must be divisible by num_heads ({self.num_heads})")
-    for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout"):
+    for name in ("layer_prepostprocess_dropout", "attention_dropout", "relu_dropout", "symbol_dropout"):
       check_rate(name, getattr(self, name))
     check(self.layer_norm_epsilon > 0,
           f"layer_norm_epsilon must be > 0 (T2T: 1e-6), got {self.layer_norm_epsilon!r}")

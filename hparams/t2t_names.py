@@ -27,7 +27,6 @@ SAME_AS_OURS = {
     "multiply_embedding_mode": (("sqrt_depth",), "embeddings are multiplied by sqrt(d_model)"),
     "weight_noise": (("0",), "there is no weight noise"),
     "grad_noise_scale": (("0",), "there is no gradient noise"),
-    "symbol_dropout": (("0",), "there is no symbol dropout"),
     "scheduled_sampling_prob": (("0",), "there is no scheduled sampling"),
     "num_sampled_classes": (("0",), "the softmax is always full"),
     "split_to_length": (("0",), "examples are never split"),

@@ -27,7 +27,7 @@ else:
 
 from t2t_lite import model_dir, registry  # noqa: E402
 from t2t_lite.hparams import get_hparams  # noqa: E402
-from t2t_lite.layers import Dropout  # noqa: E402
+from t2t_lite.layers import Dropout, SymbolDropout  # noqa: E402
 from t2t_lite.layers.dropout import numpy_keep_mask  # noqa: E402
 from t2t_lite.models.transformer import Transformer  # noqa: E402
 from t2t_lite.problems import get_problem  # noqa: E402
@@ -106,10 +106,21 @@ def replica_masks(strategy, seed):
   return [(m.numpy() != 0) for m in strategy.experimental_local_results(drawn)], key
 
 
+def replica_symbol_masks(strategy, seed):
+  """Each local replica's dropped symbols (True: set to PAD) of a fresh SymbolDropout(0.5, seed)
+  on ids [6, 40] of 5."""
+  with strategy.scope():
+    layer = SymbolDropout(0.5, seed=seed)
+  ids = tf.fill([6, 40], 5)
+  drawn = tf.function(lambda: strategy.run(lambda: layer(ids, training=True)))()
+  return [(m.numpy() == 0).astype(int).tolist() for m in strategy.experimental_local_results(drawn)]
+
+
 def check_masks(strategy, first_replica):
   masks, key = replica_masks(strategy, seed=11)
   again, _ = replica_masks(strategy, seed=11)
-  return {"masks": [m.astype(int).tolist() for m in masks],
+  return {"symbol_masks": replica_symbol_masks(strategy, seed=11),
+          "masks": [m.astype(int).tolist() for m in masks],
           "reference": [numpy_keep_mask(m.shape, 0.5, key, first_replica + i).astype(int).tolist()
                         for i, m in enumerate(masks)],
           "rerun_same": all(np.array_equal(a, b) for a, b in zip(masks, again))}

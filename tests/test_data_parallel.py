@@ -67,6 +67,21 @@ def test_each_replica_draws_its_own_dropout_mask_and_a_rerun_the_same(mirrored):
   assert results["rerun_same"]
 
 
+def _assert_symbols_dropped_per_replica(dropped, replicas):
+  """dropped [replica][6][40]: SymbolDropout(0.5)'s PAD positions on each replica."""
+  dropped = np.array(dropped, bool)
+  assert dropped.shape == (replicas, 6, 40)
+  assert 0.4 < dropped.mean() < 0.6
+  for i in range(replicas):
+    for j in range(i):
+      assert 0.35 < np.mean(dropped[i] == dropped[j]) < 0.65, (i, j)
+
+
+def test_each_replica_drops_its_own_symbols(mirrored):
+  results, _ = mirrored
+  _assert_symbols_dropped_per_replica(results["symbol_masks"], results["replicas"])
+
+
 def _assert_trainer_masks_differ(masks, replicas):
   """masks [replica][step]: the model's embedding dropout (rate 0.5) in the Trainer's own
   training step, every replica given the same batch: each replica, and each step, draws its own."""
@@ -200,6 +215,7 @@ def test_workers_end_with_identical_weights_equal_to_the_chiefs_checkpoint(worke
   # Each worker's replica draws its own mask: a fresh layer, and the Trainer's own step.
   _assert_masks_are_per_replica([r["masks"][0] for r in results], [r["reference"][0] for r in results])
   _assert_trainer_masks_differ([r["trainer_masks"][0] for r in results], 2)
+  _assert_symbols_dropped_per_replica([r["symbol_masks"][0] for r in results], 2)
 
 
 def _checkpoint_steps(folder):

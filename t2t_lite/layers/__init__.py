@@ -10,9 +10,10 @@ from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
 from t2t_lite.layers.multi_head_attention import MultiHeadAttention
 from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from t2t_lite.layers.symbol_dropout import SymbolDropout
 
 __all__ = [
     "Decoder", "DecoderLayer", "Dropout", "Encoder", "EncoderLayer", "FeedForward",
     "LearnedPositionEmbedding", "MultiHeadAttention", "SharedEmbedding",
-    "SinusoidalPositionEncoding",
+    "SinusoidalPositionEncoding", "SymbolDropout",
 ]

@@ -21,6 +21,7 @@ from t2t_lite.layers.encoder_stack import Encoder
 from t2t_lite.layers.learned_position_embedding import LearnedPositionEmbedding
 from t2t_lite.layers.shared_embedding import SharedEmbedding
 from t2t_lite.layers.sinusoidal_position_encoding import SinusoidalPositionEncoding
+from t2t_lite.layers.symbol_dropout import SymbolDropout
 from t2t_lite.token_ids import PAD_ID, START_ID
 
 # `position_encoding` -> SinusoidalPositionEncoding's (frequencies, layout).
@@ -141,6 +142,8 @@ class Transformer(keras.Model):
       self.position = LearnedPositionEmbedding(config.max_position, dtype=self.dtype_policy,
                                                name="position")
     self.embedding_dropout = Dropout(config.layer_prepostprocess_dropout, dtype=self.dtype_policy)
+    # T2T's symbol_dropout: source and target input tokens set to PAD in training.
+    self.symbol_dropout = SymbolDropout(config.symbol_dropout, dtype=self.dtype_policy)
     self.encoder = Encoder(config, dtype=self.dtype_policy, name="encoder")
     self.decoder = Decoder(config, dtype=self.dtype_policy, name="decoder")
 
@@ -195,8 +198,8 @@ class Transformer(keras.Model):
 
   def encode(self, source_ids, training=False):
     """source ids [B, S] -> (encoder output [B, S, d], source mask [B, S] bool, True = token)."""
-    source_ids = self._check_ids("source_ids", source_ids)
-    source_mask = ops.not_equal(source_ids, PAD_ID)
+    source_ids = self.symbol_dropout(self._check_ids("source_ids", source_ids), training=training)
+    source_mask = ops.not_equal(source_ids, PAD_ID)  # a dropped symbol is padding, as in T2T
     memory = self.encoder(self._embed(source_ids, training), padding_mask=source_mask,
                           training=training)
     return memory, source_mask
@@ -207,8 +210,8 @@ class Transformer(keras.Model):
 
   def _decode(self, target_ids, memory, source_mask, training, return_attention_scores=False,
               project=True):
-    decoder_input = self._embed(self._shift_right(target_ids), training,
-                                embedding=self.target_embedding)
+    decoder_input = self._embed(self.symbol_dropout(self._shift_right(target_ids), training=training),
+                                training, embedding=self.target_embedding)
     outputs = self.decoder(decoder_input, memory, memory_padding_mask=source_mask,
                            return_attention_scores=return_attention_scores, training=training)
     x, scores = outputs if return_attention_scores else (outputs, None)
