@@ -5,7 +5,12 @@ Import it before TensorFlow: it sets TensorFlow's environment (oneDNN on, quiet 
 library does.
 """
 
+import collections
+import glob
+import json
 import os
+import re
+import tempfile
 import time
 from typing import Any, NamedTuple
 
@@ -15,6 +20,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 from t2t_lite import model_dir  # noqa: E402
 from t2t_lite.hparams import get_hparams  # noqa: E402
@@ -93,3 +99,71 @@ def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
   f = tf.function(lambda: tf.matmul(a, b))
   ms = milliseconds({"matmul": lambda: f().numpy()}, repeats, rounds)["matmul"]
   return 2 * n ** 3 / (ms / 1000)
+
+
+# ---- Per-thunk profiles (scripts/profile_decode.py, profile_train.py) --------------------------
+# XLA's CPU thunks appear in tf.profiler's trace only with XLA_FLAGS=--xla_cpu_enable_xprof_traceme
+# (set by those scripts before TensorFlow is imported). Events that are not leaf work: the
+# executor and loop/condition thunks that contain others, the Python, eager and graph layers
+# around the calls (the graph executor's events and an XLA launch op contain others), the
+# thread pool's own bookkeeping, and the end markers of asynchronous thunks. A TensorFlow op's
+# event ("scope/name:OpType") counts under its op type.
+NOT_LEAVES = ("ThunkExecutor", "search", "TFE_", "Eager", "__inference", "CpuExecutable",
+              "BlockUntil", "SlinkyThreadPool", "cond", "while", "body", "XlaLaunch", "_XlaRun",
+              "_XlaCompile", "StatefulPartitionedCall", "PartitionedCall", "ExecutorState",
+              "end: ")
+
+
+def profile(run, passes):
+  """({(plane, line, event): (ms, count)} of `passes` calls of `run()` under tf.profiler, wall
+  ms per pass)."""
+  with tempfile.TemporaryDirectory() as logdir:
+    tf.profiler.experimental.start(logdir)
+    start = time.perf_counter()
+    for _ in range(passes):
+      run()
+    wall = (time.perf_counter() - start) * 1000 / passes
+    tf.profiler.experimental.stop()
+    paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+    if not paths:
+      raise RuntimeError(f"tf.profiler wrote no .xplane.pb under {logdir}")
+    space = xplane_pb2.XSpace()
+    with open(paths[0], "rb") as f:
+      space.ParseFromString(f.read())
+  times, counts = collections.Counter(), collections.Counter()
+  for plane in space.planes:
+    for line in plane.lines:
+      for event in line.events:
+        key = (plane.name, line.name, plane.event_metadata[event.metadata_id].name)
+        times[key] += event.duration_ps / 1e9
+        counts[key] += 1
+  return {key: (times[key], counts[key]) for key in times}, wall
+
+
+def _leaves(times):
+  return {key: value for key, value in times.items()
+          if key[1] != "python" and not key[2].startswith(NOT_LEAVES)}
+
+
+def print_thunk_profile(times, passes, kinds=25, top=0, json_path=None):
+  """Prints the leaf events' thread time summed by kind (the name without its number: `dot`,
+  `loop_dynamic_update_slice_fusion`, ...), with shares and calls; the `top` longest single
+  events; and writes every event's (ms, count) to `json_path` when given."""
+  leaves = _leaves(times)
+  ms, counts = collections.Counter(), collections.Counter()
+  for (_, _, name), (t, n) in leaves.items():
+    kind = name.rsplit(":", 1)[1] if ":" in name else re.sub(r"\.\d+$", "", name)
+    ms[kind] += t
+    counts[kind] += n
+  total = sum(ms.values())
+  print(f"leaf thunks' thread time: {total:.1f} ms ({total / passes:.1f} a pass)")
+  print(f"{'ms':>9} {'share':>6} {'calls':>7}  kind")
+  for kind, t in ms.most_common(kinds):
+    print(f"{t:9.1f} {100 * t / total:5.1f}% {counts[kind]:7d}  {kind}")
+  if top:
+    print(f"\nthe {top} longest thunks:")
+    for (_, _, name), (t, n) in sorted(leaves.items(), key=lambda kv: -kv[1][0])[:top]:
+      print(f"{t:9.1f} ms {n:6d}x  {name[:110]}")
+  if json_path:
+    with open(json_path, "w", encoding="utf-8") as f:
+      json.dump({"|".join(key): value for key, value in times.items()}, f)

@@ -24,60 +24,18 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
 
 import argparse  # noqa: E402
-import collections  # noqa: E402
-import glob  # noqa: E402
-import json  # noqa: E402
-import re  # noqa: E402
-import tempfile  # noqa: E402
-import time  # noqa: E402
 
 import benchmarking  # noqa: E402  (before TensorFlow: its environment)
+from benchmarking import print_thunk_profile, profile  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from bench_decode import NoEos  # noqa: E402
-from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 from t2t_lite import cpu  # noqa: E402
 from t2t_lite import model_dir as model_dir_lib  # noqa: E402
 from t2t_lite.decoding.translator import Translator, encode_sources, make_search_fn  # noqa: E402
 from t2t_lite.hparams import DecodeHParams  # noqa: E402
 from t2t_lite.token_ids import EOS_ID  # noqa: E402
-
-# Events that are not leaf work: the executor and loop/condition thunks that contain others, the
-# Python and eager layers around the call, the thread pool's own bookkeeping.
-NOT_LEAVES = ("ThunkExecutor", "search", "TFE_", "Eager", "__inference", "CpuExecutable",
-              "BlockUntil", "SlinkyThreadPool", "cond", "while", "body")
-
-
-def thunk_times(logdir):
-  """{(plane, line, event name): (ms, count)} of every event in the profile under `logdir`."""
-  paths = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
-  if not paths:
-    raise RuntimeError(f"tf.profiler wrote no .xplane.pb under {logdir}")
-  space = xplane_pb2.XSpace()
-  with open(paths[0], "rb") as f:
-    space.ParseFromString(f.read())
-  times, counts = collections.Counter(), collections.Counter()
-  for plane in space.planes:
-    for line in plane.lines:
-      for event in line.events:
-        key = (plane.name, line.name, plane.event_metadata[event.metadata_id].name)
-        times[key] += event.duration_ps / 1e9
-        counts[key] += 1
-  return {key: (times[key], counts[key]) for key in times}
-
-
-def by_kind(times):
-  """{kind: (ms, count)} of the leaf thunks, a kind being the thunk's name without its number."""
-  ms, counts = collections.Counter(), collections.Counter()
-  for (_, line, name), (t, n) in times.items():
-    if line == "python" or name.startswith(NOT_LEAVES):
-      continue
-    kind = re.sub(r"\.\d+$", "", name)
-    ms[kind] += t
-    counts[kind] += n
-  return {kind: (ms[kind], counts[kind]) for kind, _ in ms.most_common()}
-
 
 def fixed_work(args):
   """`bench_decode`'s fixed work: random weights, outputs of exactly `--length` tokens."""
@@ -137,32 +95,10 @@ def main():
   run, what = (real_lines(args) if args.model_dir else fixed_work(args))
   for _ in range(2):  # compile, then warm
     run()
-  with tempfile.TemporaryDirectory() as logdir:
-    tf.profiler.experimental.start(logdir)
-    start = time.perf_counter()
-    for _ in range(args.searches):
-      run()
-    wall = (time.perf_counter() - start) * 1000 / args.searches
-    tf.profiler.experimental.stop()
-    times = thunk_times(logdir)
-
-  kinds = by_kind(times)
-  total = sum(ms for ms, _ in kinds.values())
+  times, wall = profile(run, args.searches)
   print(cpu.describe())
   print(f"{what}; {args.searches} passes profiled, {wall:.0f} ms each (wall, under the profiler)")
-  print(f"leaf thunks' thread time: {total:.1f} ms ({total / args.searches:.1f} a pass)")
-  print(f"{'ms':>9} {'share':>6} {'calls':>7}  kind")
-  for kind, (ms, count) in list(kinds.items())[:args.kinds]:
-    print(f"{ms:9.1f} {100 * ms / total:5.1f}% {count:7d}  {kind}")
-  if args.top:
-    print(f"\nthe {args.top} longest thunks:")
-    leaves = [(key, value) for key, value in times.items()
-              if key[1] != "python" and not key[2].startswith(NOT_LEAVES)]
-    for (_, _, name), (ms, count) in sorted(leaves, key=lambda kv: -kv[1][0])[:args.top]:
-      print(f"{ms:9.1f} ms {count:6d}x  {name[:110]}")
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump({"|".join(key): value for key, value in times.items()}, f)
+  print_thunk_profile(times, args.searches, args.kinds, args.top, args.json)
 
 
 if __name__ == "__main__":

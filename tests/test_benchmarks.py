@@ -128,3 +128,14 @@ def test_profile_decode_small():
   total = float(re.search(r"leaf thunks' thread time: ([\d.]+) ms", output).group(1))
   assert total > 0 and all(int(calls) > 0 for _, _, calls, _ in kinds)
   assert "the 2 longest thunks:" in output
+
+
+def test_profile_train_small():
+  for xla in ("true", "false"):
+    output = run_plain("profile_train.py", "--shape=tiny", "--batch=2x4", "--steps=1", f"--xla={xla}")
+    kinds = re.findall(r"^ +([\d.]+) +([\d.]+)% +(\d+)  (.+)$", output, re.MULTILINE)
+    assert kinds, output
+    names = {name for _, _, _, name in kinds}
+    assert not any(name.startswith(("ExecutorState", "end: ")) for name in names), names  # containers
+    if xla == "false":
+      assert "_MklMatMul" in names or "MatMul" in names, names  # the graph's ops, by type
