@@ -107,7 +107,9 @@ def matmul_peak(n=2048, repeats=5, rounds=5, dtype="float32"):
 # executor and loop/condition thunks that contain others, the Python, eager and graph layers
 # around the calls (the graph executor's events and an XLA launch op contain others), the
 # thread pool's own bookkeeping, and the end markers of asynchronous thunks. A TensorFlow op's
-# event ("scope/name:OpType") counts under its op type.
+# event ("scope/name:OpType") counts under its op type. Caveat: a thunk XLA runs asynchronously
+# (a dot beside another, e.g. the loss's two gradient products) shows only its launch, and the
+# thunk it overlaps takes the time of both: read the shares of overlapping products together.
 NOT_LEAVES = ("ThunkExecutor", "search", "TFE_", "Eager", "__inference", "CpuExecutable",
               "BlockUntil", "SlinkyThreadPool", "cond", "while", "body", "XlaLaunch", "_XlaRun",
               "_XlaCompile", "StatefulPartitionedCall", "PartitionedCall", "ExecutorState",

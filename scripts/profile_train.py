@@ -12,7 +12,9 @@ batch shape compiled), `--steps` steps run under `tf.profiler` with XLA's CPU th
 prints the thread time of the leaf events summed by kind (XLA thunks such as `dot` or a
 fusion's name, and on the graph path TensorFlow's ops such as `MatMul`), each with its share and
 calls, and the wall time of a step. Thread time sums over the threads, so shares are the useful
-figure; run it alone. `--top=N` and `--json=F` as in `scripts/profile_decode.py`.
+figure; run it alone. A dot XLA runs asynchronously beside another shows only its launch (the
+loss's gradient products: `dE` beside `dh`, whose event then holds both). `--top=N` and
+`--json=F` as in `scripts/profile_decode.py`.
 """
 
 import os
