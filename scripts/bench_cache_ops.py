@@ -24,7 +24,7 @@ import argparse
 import benchmarking  # noqa: F401  (before TensorFlow: its environment)
 import numpy as np
 import tensorflow as tf
-from benchmarking import interleaved
+from benchmarking import milliseconds
 
 from t2t_lite import cpu
 from t2t_lite.layers.multi_head_attention import write_group_rows, write_row_slices
@@ -41,9 +41,9 @@ def step_loop(step_fn, steps):
 
 def time_forms(forms, steps, rounds):
   """{name: ms per step} of {name: (compiled loop, its input)}, interleaved."""
-  timings = interleaved({name: lambda _, f=f, x=x: tf.nest.map_structure(lambda t: t.numpy(), f(x))
-                         for name, (f, x) in forms.items()}, rounds=rounds, min_calls=3)
-  return {name: timing.seconds * 1000 / steps for name, timing in timings.items()}
+  calls = milliseconds({name: lambda f=f, x=x: tf.nest.map_structure(lambda t: t.numpy(), f(x))
+                        for name, (f, x) in forms.items()}, repeats=3, rounds=rounds)
+  return {name: ms / steps for name, ms in calls.items()}
 
 
 def products(batch, heads, depth, queries, entries, steps, rounds):

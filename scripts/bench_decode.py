@@ -111,6 +111,39 @@ class NoEos:
     return mask_eos(logits), cache
 
 
+def fixed_sources(vocab_size, batch, length):
+  """The fixed work's sources: int32 [batch, length] random non-special ids ending in EOS (as the
+  decoder's sources: the SavedModel and CTranslate2 append it)."""
+  source = np.random.default_rng(0).integers(2, vocab_size, (batch, length))
+  source[:, -1] = EOS_ID
+  return tf.constant(source, tf.int32)
+
+
+def fixed_work_search(model, beam, xla=True):
+  """The compiled cached search of the fixed work: EOS impossible, so every output is as long as
+  its source (extra_length 0)."""
+  dh = DecodeHParams(beam_size=beam, extra_length=0, xla=xla)
+  return tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
+
+
+def restore_for_search(model_dir, batch):
+  """(model, vocabulary, decode defaults at `batch`, constraint or None) of a trained model
+  directory, set up as the decoder sets them up."""
+  from t2t_lite import model_dir as model_dir_lib  # pylint: disable=import-outside-toplevel
+  _, model, _ = model_dir_lib.restore_model(model_dir)
+  vocab = model_dir_lib.load_vocab(model_dir)
+  problem = model_dir_lib.find_problem(model_dir_lib.read_record(model_dir)["problem"])
+  defaults = model_dir_lib.decode_defaults(problem).replace(batch_size=batch)
+  return model, vocab, defaults, model_dir_lib.decode_constraint(model_dir, vocab, defaults)
+
+
+def length_sorted_chunks(sources, size):
+  """Indices of the non-empty `sources`, shortest first, in chunks of `size` (the decoder's
+  batching of a file)."""
+  order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
+  return [order[start:start + size] for start in range(0, len(order), size)]
+
+
 def uncached_greedy(model, length):
   @tf.function(input_signature=[tf.TensorSpec([None, None, None]), tf.TensorSpec([None, None], tf.bool),
                                 tf.TensorSpec([None, None], tf.int32)])
@@ -601,14 +634,9 @@ def cache_phase_runs(args, lines):
 
   Returns ({row name: (seconds, outputs)} for the main table, the one-phase search's outputs).
   """
-  from t2t_lite import model_dir as model_dir_lib  # pylint: disable=import-outside-toplevel
   from t2t_lite.data.vocab import strip_ids  # pylint: disable=import-outside-toplevel
   from t2t_lite.decoding.translator import Translator, encode_sources  # pylint: disable=import-outside-toplevel
-  _, model, _ = model_dir_lib.restore_model(args.model_dir)
-  vocab = model_dir_lib.load_vocab(args.model_dir)
-  problem = model_dir_lib.find_problem(model_dir_lib.read_record(args.model_dir)["problem"])
-  defaults = model_dir_lib.decode_defaults(problem).replace(batch_size=args.batch)
-  constraint = model_dir_lib.decode_constraint(args.model_dir, vocab, defaults)
+  model, vocab, defaults, constraint = restore_for_search(args.model_dir, args.batch)
   quiet = lambda _: None  # noqa: E731  (long lines are truncated as the decoder does)
   names = {True: "t2t_lite search, cache in phases", False: "t2t_lite search, one cache phase"}
   translators = {phases: Translator(model, vocab, defaults.replace(cache_phases=phases), warn=quiet,
@@ -616,9 +644,7 @@ def cache_phase_runs(args, lines):
   counter = StepCounter(model)
   counting = Translator(counter, vocab, defaults, warn=quiet, constraint=constraint)
   sources = encode_sources(vocab, lines, counting.limit, warn=quiet)
-  order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
-  size = counting.batch_sizes[-1]
-  chunks = [order[start:start + size] for start in range(0, len(order), size)]
+  chunks = length_sorted_chunks(sources, counting.batch_sizes[-1])
   shapes = [counting.batch_shape(len(c), max(len(sources[i]) for i in c)) for c in chunks]
 
   def translate(phases):
@@ -985,14 +1011,11 @@ def bench_fixed_work(args, ct2):
     vocab = model.vocab_size
     sentence_flops = {beam: sum(p.flops for p in ps) for beam, ps in products[shape].items()}
     for batch in (int(b) for b in args.batches.split(",")):
-      source = np.random.default_rng(0).integers(2, vocab, (batch, length))
-      source[:, -1] = EOS_ID  # as the decoder's sources: the SavedModel and CTranslate2 append it
-      source = tf.constant(source, tf.int32)
+      source = fixed_sources(vocab, batch, length)
       runs = {}
       for kind, beam in (("greedy", 1), ("beam 4", 4)):
         for xla in (True, False):
-          dh = DecodeHParams(beam_size=beam, extra_length=0, xla=xla)
-          search = tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
+          search = fixed_work_search(model, beam, xla)
           runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
               lambda s, f=search: [t.numpy() for t in f(s)])
       runs.update(zip(UNCACHED, (uncached_greedy(model, length), uncached_whole_model(model, length))))

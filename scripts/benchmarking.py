@@ -20,7 +20,6 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow.tsl.profiler.protobuf import xplane_pb2  # noqa: E402
 
 from t2t_lite import model_dir  # noqa: E402
 from t2t_lite.hparams import get_hparams  # noqa: E402
@@ -119,6 +118,7 @@ NOT_LEAVES = ("ThunkExecutor", "search", "TFE_", "Eager", "__inference", "CpuExe
 def profile(run, passes):
   """({(plane, line, event): (ms, count)} of `passes` calls of `run()` under tf.profiler, wall
   ms per pass)."""
+  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=import-outside-toplevel
   with tempfile.TemporaryDirectory() as logdir:
     tf.profiler.experimental.start(logdir)
     start = time.perf_counter()

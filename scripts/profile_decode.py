@@ -12,8 +12,9 @@ the benchmark's fixed work), runs it twice to compile and warm up, then `--searc
 thread time of the leaf thunks summed by kind (a fusion, dot or copy's name without its number:
 `dot`, `loop_dynamic_update_slice_fusion`, ...), each with its share, the count of its calls and
 the search's wall time. With `--model_dir` and `--lines`, it profiles instead one pass of
-that model's in-process search over the lines (the problem's decode defaults, `--beam` if
-given, batches of `--batch` sorted by length, each batch shape compiled before). `--top=N` also
+that model's in-process search over the lines (set up as `bench_decode --model_dir` and the
+decoder set it up: the problem's decode defaults and constraint, `--beam` if given, the
+non-empty lines in batches of `--batch` sorted by length, each batch shape compiled before). `--top=N` also
 prints the N single thunks that took longest; `--json=F` writes every thunk's time and count to
 F, for comparing two profiles. Thread time sums over the threads XLA runs thunks on, so shares
 are the useful figure; run it alone on the machine.
@@ -26,26 +27,18 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_
 import argparse  # noqa: E402
 
 import benchmarking  # noqa: E402  (before TensorFlow: its environment)
+from bench_decode import fixed_sources, fixed_work_search, length_sorted_chunks, restore_for_search  # noqa: E402
 from benchmarking import print_thunk_profile, profile  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-from bench_decode import NoEos  # noqa: E402
 
 from t2t_lite import cpu  # noqa: E402
-from t2t_lite import model_dir as model_dir_lib  # noqa: E402
-from t2t_lite.decoding.translator import Translator, encode_sources, make_search_fn  # noqa: E402
-from t2t_lite.hparams import DecodeHParams  # noqa: E402
-from t2t_lite.token_ids import EOS_ID  # noqa: E402
+from t2t_lite.decoding.translator import Translator, encode_sources  # noqa: E402
 
 def fixed_work(args):
   """`bench_decode`'s fixed work: random weights, outputs of exactly `--length` tokens."""
   beam = args.beam or 4
   model = benchmarking.build_model(args.shape)
-  source = np.random.default_rng(0).integers(2, model.vocab_size, (args.batch, args.length))
-  source[:, -1] = EOS_ID
-  source = tf.constant(source, tf.int32)
-  decode = DecodeHParams(beam_size=beam, extra_length=0, xla=True)
-  search = tf.function(make_search_fn(NoEos(model), decode, 1024), jit_compile=True)
+  source = fixed_sources(model.vocab_size, args.batch, args.length)
+  search = fixed_work_search(model, beam)
   what = (f"{args.shape}, batch {args.batch}, {'greedy' if beam == 1 else f'beam {beam}'}, "
           f"{args.length} tokens in and out, XLA")
   return (lambda: [t.numpy() for t in search(source)]), what
@@ -53,18 +46,14 @@ def fixed_work(args):
 
 def real_lines(args):
   """One pass of a trained model's in-process search over `--lines`, batches sorted by length."""
-  _, model, _ = model_dir_lib.restore_model(args.model_dir)
-  vocab = model_dir_lib.load_vocab(args.model_dir)
-  problem = model_dir_lib.find_problem(model_dir_lib.read_record(args.model_dir)["problem"])
-  decode = model_dir_lib.decode_defaults(problem).replace(batch_size=args.batch)
+  model, vocab, decode, constraint = restore_for_search(args.model_dir, args.batch)
   if args.beam:
     decode = decode.replace(beam_size=args.beam)
-  translator = Translator(model, vocab, decode, warn=lambda _: None)
+  translator = Translator(model, vocab, decode, warn=lambda _: None, constraint=constraint)
   with open(args.lines, encoding="utf-8") as f:
     lines = f.read().splitlines()
   sources = encode_sources(vocab, lines, translator.limit, warn=lambda _: None)
-  order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-  batches = [[sources[i] for i in order[s:s + args.batch]] for s in range(0, len(order), args.batch)]
+  batches = [[sources[i] for i in chunk] for chunk in length_sorted_chunks(sources, args.batch)]
 
   def run():
     for batch in batches:

@@ -23,14 +23,11 @@ os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_
 
 import argparse  # noqa: E402
 
-import benchmarking  # noqa: E402  (before TensorFlow: its environment)
+from benchmarking import print_thunk_profile, profile, random_batches, target_tokens  # noqa: E402  (before TF)
 from bench_train import TRAIN_SHAPES, multi30k_batches, trainer_step  # noqa: E402
-from benchmarking import print_thunk_profile, profile, random_batches, target_tokens  # noqa: E402
 
 from t2t_lite import cpu  # noqa: E402
 from t2t_lite.hparams import get_hparams  # noqa: E402
-
-assert benchmarking  # imported first for its environment
 
 
 def main():

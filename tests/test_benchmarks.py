@@ -12,8 +12,9 @@ import sys
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_script(name, *args):
-  result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", name), "--smoke", *args],
+def run_script(name, *args, smoke=True):
+  result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", name),
+                           *(["--smoke"] if smoke else []), *args],
                           capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   return result.stdout
@@ -102,26 +103,19 @@ def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, multi3
       assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
 
 
-def run_plain(name, *args):
-  result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", name), *args],
-                          capture_output=True, text=True, timeout=300)
-  assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  return result.stdout
-
-
 def test_bench_cache_ops_small():
   # Small shapes: the two score forms must agree (the script asserts it) and the row slices must
   # write the caches the select writes, bit for bit, with the slots at different steps.
-  output = run_plain("bench_cache_ops.py", "--batch=2", "--slots=3", "--heads=2", "--depth=8",
-                     "--entries=5,12", "--positions=4,7", "--steps=3", "--rounds=1")
+  output = run_script("bench_cache_ops.py", "--batch=2", "--slots=3", "--heads=2", "--depth=8",
+                      "--entries=5,12", "--positions=4,7", "--steps=3", "--rounds=1", smoke=False)
   assert output.startswith("CPU: ")
   assert len(re.findall(r"^ +\d+ entries: q k\^T +[\d.]+ +q kt +[\d.]+ +[\d.]+x$", output, re.MULTILINE)) == 2
   assert len(re.findall(r"caches identical: True$", output, re.MULTILINE)) == 2, output
 
 
 def test_profile_decode_small():
-  output = run_plain("profile_decode.py", "--shape=tiny", "--beam=2", "--batch=2", "--length=4",
-                     "--searches=1", "--top=2")
+  output = run_script("profile_decode.py", "--shape=tiny", "--beam=2", "--batch=2", "--length=4",
+                      "--searches=1", "--top=2", smoke=False)
   kinds = re.findall(r"^ +([\d.]+) +([\d.]+)% +(\d+)  (.+)$", output, re.MULTILINE)
   assert kinds, output
   assert abs(sum(float(share) for _, share, _, _ in kinds) - 100) < 1 or len(kinds) == 25
@@ -132,7 +126,8 @@ def test_profile_decode_small():
 
 def test_profile_train_small():
   for xla in ("true", "false"):
-    output = run_plain("profile_train.py", "--shape=tiny", "--batch=2x4", "--steps=1", f"--xla={xla}")
+    output = run_script("profile_train.py", "--shape=tiny", "--batch=2x4", "--steps=1", f"--xla={xla}",
+                        smoke=False)
     kinds = re.findall(r"^ +([\d.]+) +([\d.]+)% +(\d+)  (.+)$", output, re.MULTILINE)
     assert kinds, output
     names = {name for _, _, _, name in kinds}
