@@ -66,7 +66,7 @@ esac
 export TF_CPP_MIN_LOG_LEVEL=2 TF_ENABLE_ONEDNN_OPTS=1
 mkdir -p "$OUT/bleu"
 SHARED_ABS=$(cd "$SHARED" && pwd); GENERAL_ABS=$(cd "$GENERAL" && pwd)
-CPU=$(python -m t2t_lite.cpu)  # e.g. "AMD EPYC, 2 cores, AVX2" (t2t_lite/cpu.py reads /proc/cpuinfo)
+CPU=$(python -m t2t_lite.cpu)  # e.g. "AMD EPYC (Zen 3), 2 cores, AVX2" (t2t_lite/cpu.py reads /proc/cpuinfo)
 
 # The general corpus under Multi30k's file names: its own training text, Multi30k's dev and test
 # (dev BLEU during pretraining is in-domain, as a user fine-tuning would watch it).

@@ -322,7 +322,7 @@ budget=$(multi30k_budget)  # "55 min" or "N steps": ROOT/<budget>/ holds the tra
 label=$budget              # the table's budget
 [ -n "$STEPS" ] && label="$budget matched by rate"
 
-cpu_description() {  # e.g. "AMD EPYC, 2 cores, AVX2" (t2t_lite/cpu.py reads /proc/cpuinfo)
+cpu_description() {  # e.g. "AMD EPYC (Zen 3), 2 cores, AVX2" (t2t_lite/cpu.py reads /proc/cpuinfo)
   python -m t2t_lite.cpu
 }
 

@@ -8,9 +8,13 @@ and the benchmarks read the same ones.
     >>> first_processor(read())["model name"], "avx2" in flags(read())   # on this project's machine
     ('AMD EPYC', True)
     >>> describe()
-    'CPU: AMD EPYC; ISA: avx avx2 f16c fma sse4_1 sse4_2 sse4a'
+    'CPU: AMD EPYC (Zen 3: family 25, model 1); ISA: avx avx2 f16c fma sse4_1 sse4_2 sse4a'
     >>> summary()
-    'AMD EPYC, 2 cores, AVX2'
+    'AMD EPYC (Zen 3), 2 cores, AVX2'
+
+A virtual machine's model name is often only "AMD EPYC", whatever the generation under it: the
+descriptions add the family and model numbers (`cpu family`, `model`), and for AMD the Zen
+generation they belong to, so that figures from a Zen 3, a Zen 4 and a Zen 5 never read alike.
 
 `python -m t2t_lite.cpu` prints `summary()`: the recipes' shell scripts record it with their
 figures (scripts/multi30k_tune.sh, scripts/finetune_recipe.sh).
@@ -21,6 +25,15 @@ from collections.abc import Iterable
 
 CPUINFO = "/proc/cpuinfo"
 ISA_PREFIXES = ("avx", "fma", "sse4", "amx", "f16c")  # the vector extensions `describe` lists
+# AMD's Zen generations by `cpu family` and `model` ranges, as Linux sorts them
+# (arch/x86/kernel/cpu/amd.c, X86_FEATURE_ZEN*); a model outside these ranges is left unnamed.
+AMD_GENERATIONS = {
+    0x17: (((0x00, 0x2f), "Zen"), ((0x50, 0x5f), "Zen"), ((0x30, 0x4f), "Zen 2"),
+           ((0x60, 0x7f), "Zen 2"), ((0x90, 0x91), "Zen 2"), ((0xa0, 0xaf), "Zen 2")),
+    0x19: (((0x00, 0x0f), "Zen 3"), ((0x20, 0x5f), "Zen 3"), ((0x10, 0x1f), "Zen 4"),
+           ((0x60, 0xaf), "Zen 4")),
+    0x1a: (((0x00, 0x2f), "Zen 5"), ((0x40, 0x4f), "Zen 5"), ((0x60, 0x7f), "Zen 5")),
+}
 
 
 def read(path: str | None = None) -> str:
@@ -66,11 +79,36 @@ def model_name(text: str) -> str:
   return first_processor(text, ("model name",)).get("model name") or "unknown CPU"
 
 
+def family_and_model(text: str) -> tuple[int, int] | None:
+  """The first processor's x86 `cpu family` and `model` numbers; None where either is missing
+  (not x86, or unreadable)."""
+  fields = first_processor(text, ("cpu family", "model"))
+  try:
+    return int(fields["cpu family"]), int(fields["model"])
+  except (KeyError, ValueError):
+    return None
+
+
+def generation(text: str) -> str | None:
+  """The Zen generation of an AMD CPU (e.g. "Zen 4" for family 25, model 17: Genoa), from
+  AMD_GENERATIONS; None for other vendors and for numbers the table does not hold."""
+  numbers = family_and_model(text)
+  if numbers is None or first_processor(text, ("vendor_id",)).get("vendor_id") != "AuthenticAMD":
+    return None
+  family, model = numbers
+  return next((name for (low, high), name in AMD_GENERATIONS.get(family, ())
+               if low <= model <= high), None)
+
+
 def describe(text: str | None = None) -> str:
-  """The model and its vector extensions (ISA_PREFIXES), for a benchmark's header. `text`:
-  default, this machine's."""
+  """The model, its family and model numbers (and Zen generation), and its vector extensions
+  (ISA_PREFIXES), for a benchmark's header. `text`: default, this machine's."""
   text = read() if text is None else text
   model = model_name(text)
+  numbers = family_and_model(text)
+  if numbers is not None:
+    name = generation(text)
+    model += f" ({name + ': ' if name else ''}family {numbers[0]}, model {numbers[1]})"
   isa = sorted(flag for flag in flags(text) or () if flag.startswith(ISA_PREFIXES))
   return f"CPU: {model}; ISA: {' '.join(isa) or 'unknown'}"
 
@@ -86,10 +124,15 @@ def available_cores() -> int:
 def summary(text: str | None = None, cores: int | None = None) -> str:
   """The model, the cores and the widest x86 vector extension (AVX-512, AVX2, or "no AVX2"), with
   AVX512_BF16 / AMX where the CPU has native bfloat16 matmuls, for a recipe's table, e.g. "AMD
-  EPYC, 2 cores, AVX2" or "AMD EPYC, 2 cores, AVX-512, AVX512_BF16" (two CPUs of one model name
-  that train differently). `text`: default, this machine's; `cores`: default, `available_cores()`."""
+  EPYC (Zen 3), 2 cores, AVX2" or "AMD EPYC (Zen 4), 2 cores, AVX-512, AVX512_BF16". An AMD CPU
+  gets its Zen generation (or, outside the table, its family and model numbers): CPUs of one model
+  name train at different rates, and the tuning script matches rates by this line. `text`:
+  default, this machine's; `cores`: default, `available_cores()`."""
   text = read() if text is None else text
   model = model_name(text)
+  numbers = family_and_model(text)
+  if first_processor(text, ("vendor_id",)).get("vendor_id") == "AuthenticAMD" and numbers:
+    model += f" ({generation(text) or f'family {numbers[0]}, model {numbers[1]}'})"
   found = flags(text)
   isa = ("ISA unknown" if found is None else "AVX-512" if "avx512f" in found
          else "AVX2" if "avx2" in found else "no AVX2")

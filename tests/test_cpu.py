@@ -49,10 +49,12 @@ def test_first_processors_fields_flags_and_description():
                                                                    "vendor_id": "AuthenticAMD"}
   flags = cpu.flags(EPYC)
   assert flags == frozenset(EPYC_FLAGS.split()) and "avx2" in flags and "avx512f" not in flags
-  assert cpu.describe(EPYC) == "CPU: AMD EPYC; ISA: avx avx2 f16c fma sse4_1 sse4_2 sse4a"
+  assert cpu.describe(EPYC) == (
+      "CPU: AMD EPYC (Zen 3: family 25, model 1); ISA: avx avx2 f16c fma sse4_1 sse4_2 sse4a")
   assert {"avx512_bf16", "avx512f"} <= cpu.flags(COOPER_LAKE)
   assert cpu.describe(COOPER_LAKE) == (
-      "CPU: Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz; ISA: avx avx2 avx512_bf16 avx512_vnni "
+      "CPU: Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz (family 6, model 85); ISA: avx avx2 "
+      "avx512_bf16 avx512_vnni "
       "avx512bw avx512cd avx512dq avx512f avx512vl f16c fma sse4_1 sse4_2")
   # Arm names them Features; only the first processor's count.
   assert cpu.flags(GRAVITON) == {"fp", "asimd", "evtstrm", "aes", "pmull", "sve", "bf16"}
@@ -66,7 +68,7 @@ def test_first_processors_fields_flags_and_description():
 def test_the_summary_the_recipes_record():
   """What scripts/multi30k_tune.sh and finetune_recipe.sh record (they read /proc/cpuinfo through
   `python -m t2t_lite.cpu`): as the tuning script's own shell reader wrote it."""
-  assert cpu.summary(EPYC, cores=2) == "AMD EPYC, 2 cores, AVX2"
+  assert cpu.summary(EPYC, cores=2) == "AMD EPYC (Zen 3), 2 cores, AVX2"
   assert cpu.summary(COOPER_LAKE, cores=8) == (
       "Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz, 8 cores, AVX-512, AVX512_BF16")
   assert cpu.summary(GRAVITON, cores=4) == "unknown CPU, 4 cores, no AVX2"
@@ -75,6 +77,25 @@ def test_the_summary_the_recipes_record():
   assert cpu.available_cores() == int(nproc.stdout)
   printed = subprocess.run([sys.executable, "-m", "t2t_lite.cpu"], capture_output=True, text=True, check=True)
   assert printed.stdout == cpu.summary() + "\n"
+
+
+@pytest.mark.parametrize("family, model, name", [
+    (23, 1, "Zen"), (23, 0x31, "Zen 2"), (23, 0x71, "Zen 2"), (25, 1, "Zen 3"), (25, 0x21, "Zen 3"),
+    (25, 0x11, "Zen 4"), (25, 0x61, "Zen 4"), (25, 0xa0, "Zen 4"), (26, 2, "Zen 5"), (26, 0x44, "Zen 5"),
+    (26, 0x50, None), (21, 2, None)])
+def test_amd_generations_tell_one_model_name_apart(family, model, name):
+  """A VM's "AMD EPYC" is a Zen 3 (family 25, model 1: Milan), a Zen 4 (25, 17: Genoa) or a Zen 5
+  (26, 2: Turin): the summary the recipes record names the generation, or the numbers outside the
+  table, so that rates measured on one are never matched to another."""
+  text = cpuinfo("AuthenticAMD", family, model, "AMD EPYC", EPYC_FLAGS + " avx512f avx512_bf16")
+  assert cpu.generation(text) == name and cpu.family_and_model(text) == (family, model)
+  assert cpu.summary(text, cores=2) == (
+      f"AMD EPYC ({name or f'family {family}, model {model}'}), 2 cores, AVX-512, AVX512_BF16")
+  assert cpu.describe(text).startswith(
+      f"CPU: AMD EPYC ({name + ': ' if name else ''}family {family}, model {model}); ISA: avx ")
+  # The numbers alone are not AMD's: another vendor's family 25 is no Zen.
+  assert cpu.generation(text.replace("AuthenticAMD", "HygonGenuine")) is None
+  assert cpu.family_and_model(GRAVITON) is None and cpu.generation(GRAVITON) is None
 
 
 def test_read_this_machines_file_or_nothing(tmp_path, monkeypatch):
