@@ -29,13 +29,24 @@ NOISE = (b"WARNING: All log messages before absl::InitializeLog() is called are 
          b"normalizer.cc(51) LOG(INFO) precompiled_charsmap is empty. use identity normalization.\n"
          # at each program loaded from the persistent XLA cache (tests/test_xla_cache.py)
          b"E0000 00:00:1795595600.363670   28614 text_format.cc:378] Error parsing text-format "
-         b"tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 4\n")
+         b"tensorflow.XlaSerializedCacheEntry: 2:1: Expected identifier, got: 4\n"
+         # and on a Zen 4, which LLVM tunes with prefer-no-gather/scatter (TensorFlow 2.21)
+         b"E0000 00:00:1795828010.604370    5574 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. "
+         b"Target machine feature +prefer-no-scatter is not  supported on the host machine. Machine "
+         b"type used for XLA:CPU compilation doesn't match the machine type for execution. Compile "
+         b"machine features: [+64bit,+avx512f,+prefer-no-scatter,+prefer-no-gather,-amx-bf16] vs host "
+         b"machine features: [avx512f,64bit]. This could lead to execution errors such as SIGILL.\n")
 REAL = (b"E0000 00:00:1795557138.550291   12627 op_kernel.cc:1830] OP_REQUIRES failed: bad shape\n"
         b"error: --output_dir runs/x has no hparams.json\n"
         b"Traceback (most recent call last):\n"
         b"W0000 00:00:1795557138.550291   12627 util.cc:131] something else about oneDNN\n"
         b"E0000 00:00:1795557138.550291   12627 text_format.cc:378] Error parsing text-format "
-        b"tensorflow.SomeOtherProto: 1:1: Expected identifier\n")
+        b"tensorflow.SomeOtherProto: 1:1: Expected identifier\n"
+        b"E0000 00:00:1795828010.604370    5574 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. "
+        b"Target machine feature +avx512f is not  supported on the host machine. Machine type used for "
+        b"XLA:CPU compilation doesn't match the machine type for execution. Compile machine features: "
+        b"[+64bit,+avx512f,+prefer-no-scatter] vs host machine features: [64bit]. This could lead to "
+        b"execution errors such as SIGILL.\n")
 
 
 def _env(**extra):

@@ -38,6 +38,12 @@ _NOISY_MESSAGES = {
     # The persistent XLA cache (t2t_lite/decoding/xla_cache.py) reads each entry as a text proto
     # first, logging this error, then as the binary one it is: at every program it loads.
     b"text_format.cc": b"Error parsing text-format tensorflow.XlaSerializedCacheEntry",
+    # ... and on a CPU whose LLVM tuning adds `prefer-*` features (Zen 4: +prefer-no-gather,
+    # +prefer-no-scatter), TensorFlow's check of a loaded program against the host counts those
+    # code-generation preferences as missing instructions and warns of SIGILL, twice a program.
+    # Only a missing `prefer-*` is dropped: a real instruction missing (a cache folder copied from
+    # another CPU) still shows.
+    b"cpu_aot_loader.cc": b"Target machine feature +prefer-",
 }
 _NOISY_LINES = (
     re.compile(rb"^WARNING: All log messages before absl::InitializeLog\(\) is called are written to STDERR"),
