@@ -89,11 +89,18 @@ def family_and_model(text: str) -> tuple[int, int] | None:
     return None
 
 
+def _amd_family_and_model(text: str) -> tuple[int, int] | None:
+  """`family_and_model` of an AMD CPU; None for other vendors."""
+  if first_processor(text, ("vendor_id",)).get("vendor_id") != "AuthenticAMD":
+    return None
+  return family_and_model(text)
+
+
 def generation(text: str) -> str | None:
   """The Zen generation of an AMD CPU (e.g. "Zen 4" for family 25, model 17: Genoa), from
   AMD_GENERATIONS; None for other vendors and for numbers the table does not hold."""
-  numbers = family_and_model(text)
-  if numbers is None or first_processor(text, ("vendor_id",)).get("vendor_id") != "AuthenticAMD":
+  numbers = _amd_family_and_model(text)
+  if numbers is None:
     return None
   family, model = numbers
   return next((name for (low, high), name in AMD_GENERATIONS.get(family, ())
@@ -130,8 +137,8 @@ def summary(text: str | None = None, cores: int | None = None) -> str:
   default, this machine's; `cores`: default, `available_cores()`."""
   text = read() if text is None else text
   model = model_name(text)
-  numbers = family_and_model(text)
-  if first_processor(text, ("vendor_id",)).get("vendor_id") == "AuthenticAMD" and numbers:
+  numbers = _amd_family_and_model(text)
+  if numbers is not None:
     model += f" ({generation(text) or f'family {numbers[0]}, model {numbers[1]}'})"
   found = flags(text)
   isa = ("ISA unknown" if found is None else "AVX-512" if "avx512f" in found

@@ -110,3 +110,18 @@ def test_ceiling_seconds_charge_each_shape_its_rate():
   extra = BATCH * sum(p.flops for p in products if p.name == "output projection")
   assert bench_decode.ceiling_seconds(products, BATCH, 3, rates, peak) == pytest.approx(
       (total + extra) / peak)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_mask_eos_writes_only_the_eos_column(jit):
+  """The fixed work's EOS mask (an in-place column write) against numpy: EOS's logit is -1e9 in
+  every row, even where it was the largest, and every other logit is untouched; the same under
+  XLA, where the search runs it."""
+  logits = np.random.default_rng(0).normal(size=(5, 11)).astype("float32")
+  logits[2, bench_decode.EOS_ID] = 50.0                       # EOS the argmax of a row
+  expected = logits.copy()
+  expected[:, bench_decode.EOS_ID] = -1e9
+  mask = tf.function(bench_decode.mask_eos, jit_compile=True) if jit else bench_decode.mask_eos
+  masked = mask(tf.constant(logits)).numpy()
+  np.testing.assert_array_equal(masked, expected)
+  assert (masked.argmax(-1) != bench_decode.EOS_ID).all()
