@@ -14,10 +14,12 @@ thread time of the leaf thunks summed by kind (a fusion, dot or copy's name with
 the search's wall time. With `--model_dir` and `--lines`, it profiles instead one pass of
 that model's in-process search over the lines (set up as `bench_decode --model_dir` and the
 decoder set it up: the problem's decode defaults and constraint, `--beam` if given, the
-non-empty lines in batches of `--batch` sorted by length, each batch shape compiled before). `--top=N` also
-prints the N single thunks that took longest; `--json=F` writes every thunk's time and count to
-F, for comparing two profiles. Thread time sums over the threads XLA runs thunks on, so shares
-are the useful figure; run it alone on the machine.
+non-empty lines in batches of `--batch` sorted by length, each batch shape compiled before).
+`--top=N` also prints the N single thunks that took longest; `--json=F` writes every thunk's
+time and count to F, for comparing two profiles; `--timed=N` first times N passes without the
+profiler and prints the best (with `XLA_FLAGS` set: what a flag does to the search's speed).
+Thread time sums over the threads XLA runs thunks on, so shares are the useful figure; run it
+alone on the machine.
 """
 
 import os
@@ -25,6 +27,7 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
 
 import argparse  # noqa: E402
+import time  # noqa: E402
 
 import benchmarking  # noqa: E402  (before TensorFlow: its environment)
 from bench_decode import fixed_sources, fixed_work_search, length_sorted_chunks, restore_for_search  # noqa: E402
@@ -76,14 +79,26 @@ def main():
   parser.add_argument("--kinds", type=int, default=25, help="thunk kinds printed")
   parser.add_argument("--top", type=int, default=0, help="also print the N longest single thunks")
   parser.add_argument("--json", help="write every thunk's (ms, count) here")
+  parser.add_argument("--timed", type=int, default=0,
+                      help="first time this many passes without the profiler; print the best")
   args = parser.parse_args()
-  if min(args.beam or 1, args.batch, args.length, args.searches) < 1:
-    parser.error("--beam, --batch, --length and --searches must be >= 1")
+  if min(args.beam or 1, args.batch, args.length, args.searches) < 1 or args.timed < 0:
+    parser.error("--beam, --batch, --length and --searches must be >= 1, --timed >= 0")
   if bool(args.model_dir) != bool(args.lines):
     parser.error("--model_dir and --lines go together: a trained model and the lines it translates")
   run, what = (real_lines(args) if args.model_dir else fixed_work(args))
   for _ in range(2):  # compile, then warm
     run()
+  if args.timed:
+    seconds = []
+    for _ in range(args.timed):
+      start = time.perf_counter()
+      run()
+      seconds.append(time.perf_counter() - start)
+    best = min(seconds)
+    tokens = "" if args.model_dir else f", {args.batch * args.length / best:,.0f} target tokens/s"
+    print(f"{what}; best of {args.timed} passes without the profiler: {best * 1000:.1f} ms{tokens}",
+          flush=True)
   times, wall = profile(run, args.searches)
   print(cpu.describe())
   print(f"{what}; {args.searches} passes profiled, {wall:.0f} ms each (wall, under the profiler)")

@@ -35,7 +35,8 @@ SHARED_DATA = pathlib.Path(os.environ.get("T2T_LITE_SHARED_DATA", REPO.parent / 
 # Whole files whose tests train a model (or share a trained fixture such as tiny_model_dir), or run
 # commands, recipes, benchmarks or pip in subprocesses.
 SLOW_FILES = {
-    "test_attention_pictures.py", "test_benchmarks.py", "test_data_parallel.py", "test_decoder.py",
+    "test_attention_pictures.py", "test_benchmarks.py", "test_bench_model_dir.py", "test_data_parallel.py",
+    "test_decoder.py",
     "test_end_to_end.py", "test_export.py", "test_import_marian.py", "test_packaging.py",
     "test_quiet_startup.py", "test_t2t_commands.py", "test_t2t_trainer.py", "test_tfds_offline.py",
     "test_trainer.py", "test_training_outcomes.py", "test_best_checkpoint.py", "test_ctranslate2_export.py",

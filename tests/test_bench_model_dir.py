@@ -1,0 +1,48 @@
+"""`scripts/bench_decode.py --model_dir`: a trained model's real lines through the decoder command,
+the SavedModel in default processes and the in-process search with and without cache phases.
+
+Apart from tests/test_benchmarks.py (whose `run_script` they use) so that pytest-xdist, which
+hands out whole files, can run these two long tests beside the other benchmark smokes.
+"""
+
+import re
+
+from test_benchmarks import run_script
+
+
+def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
+  """`--model_dir --cache_phases_only`: the search with and without cache phases on real lines,
+  in one interleaved run: both rows, the outputs compared, steps and ms/step per width bucket."""
+  model_dir, _ = tiny_model_dir
+  output = run_script("bench_decode.py", f"--model_dir={model_dir}",
+                      f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--cache_phases_only")
+  assert "outputs identical to one cache phase's: 24/24 lines" in output
+  for name in ("cache in phases", "one cache phase"):
+    row = re.search(re.escape(f"| t2t_lite search, {name} (in process, best round, batches of 64) | ")
+                    + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
+    assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
+  # Per width bucket (24 lines: one batch of width 16 or 32): steps run and both ms/step.
+  buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|",
+                       output, re.MULTILINE)
+  assert buckets and sum(int(b[1]) for b in buckets) == 1, output
+  assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output
+
+
+def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, multi30k_slice):
+  """`--model_dir --saved_model_decode_hparams=... --compare_saved_model_decode_hparams=...`: the
+  decoder command, then a SavedModel and one that also refills 4 slots, both in default
+  processes with their rounds interleaved: each row's rate, and outputs equal to the decoder's.
+  Both exports stop at 64 source subwords (the lines are far shorter, so the outputs are the
+  decoder's): 3 width buckets to trace instead of 5, about a fifth of this test's time."""
+  model_dir, _ = tiny_model_dir
+  output = run_script("bench_decode.py", f"--model_dir={model_dir}",
+                      f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--no_ctranslate2",
+                      "--no_in_process", "--rounds=1", "--batch=8",
+                      "--saved_model_decode_hparams=max_input_size=64",
+                      "--compare_saved_model_decode_hparams=max_input_size=64,refill_slots=4")
+  assert "SavedModel decode hparams: max_input_size=64" in output
+  for label in ("", " (max_input_size=64,refill_slots=4)"):
+    for what in ("translation only, best round", "start-up + first pass, compiles"):
+      row = re.search(re.escape(f"| SavedModel{label}, default process ({what}) | ")
+                      + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
+      assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
