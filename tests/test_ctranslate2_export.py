@@ -137,9 +137,30 @@ def test_trained_model_float32_and_int8(tiny_model_dir, tmp_path):
   record = json.loads((folder / ct2_export.DECODE_FILE).read_text())
   defaults = model_dir.decode_defaults(model_dir.find_problem("translate_ende_multi30k"))
   assert record["decode_hparams"]["beam_size"] == defaults.beam_size
-  assert record["translate_batch"] == {"beam_size": defaults.beam_size,
-                                       "length_penalty": defaults.alpha, "max_input_length": 256}
+  assert defaults.alpha > 0 and record["translate_batch"] == {
+      "beam_size": defaults.beam_size, "max_input_length": 256,
+      "length_penalty": ct2_export.ctranslate2_length_penalty(defaults.alpha)}
   assert record["decode_hparams"]["extra_length"] == defaults.extra_length
+
+
+def test_length_penalty_is_the_power_of_length_closest_to_gnmts():
+  """Against a brute-force search: over the fitted lengths, the p whose p * log(length), shifted
+  by its best constant (a constant factor on every penalty ranks alike), is nearest in squares to
+  GNMT's alpha * log((5 + length) / 6); exactly 0 at alpha 0."""
+  lengths = ct2_export.FIT_LENGTHS.astype(float)
+  assert ct2_export.ctranslate2_length_penalty(0.0) == 0.0
+  for alpha in (0.6, 1.0, 1.2, 2.0):
+    target = alpha * np.log((5 + lengths) / 6)
+
+    def error(p, target=target):
+      residual = target - p * np.log(lengths)
+      return np.sum((residual - residual.mean()) ** 2)
+    grid = np.arange(0, 2.5, 0.0001)
+    best = grid[np.argmin([error(p) for p in grid])]
+    fitted = ct2_export.ctranslate2_length_penalty(alpha)
+    assert abs(fitted - best) <= 2e-4 and fitted < alpha, (alpha, fitted, best)
+    # Nearer to GNMT's than length ** alpha (what the exporter recorded before).
+    assert error(fitted) < 0.1 * error(alpha)
 
 
 def test_refusals_exit_2(tiny_model_dir, tmp_path, capsys):
