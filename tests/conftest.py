@@ -87,6 +87,10 @@ LONGEST_FIRST = (
     "test_t2t_commands.py",        # 158 s: the decoder's T2T n-best 132, registry help 26
     "test_trainer.py",             # 151 s: SIGKILL and rerun 90, kill inside a save 61
     "test_benchmarks.py",          # 144 s: bench_decode 58, its cache phases 51, bench_train 34
+                                   # (2026-11-28: 100 s; the --model_dir tests, 172 s, are now
+                                   # test_bench_model_dir.py, which collection order hands out
+                                   # early among the rest: the two workers' summed test times
+                                   # came out within 1%, docs/testing.md)
     "test_serve.py",               # 127 s: setup 78, warm-up 25, SIGTERM 24
     "test_t2t_trainer.py",         # 117 s: walkthrough 60, checkpoints every n seconds 57
     "test_training_outcomes.py",   # 114 s: the copy task
