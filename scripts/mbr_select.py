@@ -89,13 +89,16 @@ def main(argv=None) -> int:
       raise ValueError("--sweep scores settings against references: give --refs")
     if args.beams < 0:
       raise ValueError(f"--beams must be >= 0, got {args.beams}")
+    if args.temperature < 0:
+      raise ValueError(f"--temperature must be >= 0, got {args.temperature}")
   except (OSError, ValueError) as e:
     print(f"mbr_select: {e}", file=sys.stderr)
     return 2
+  first_beam = [r[0][0] for r in rows]
   if args.sweep:
-    print(f"first beam\t{corpus_bleu([r[0][0] for r in rows], references):.2f}")
-    oracle_metric = sacrebleu.metrics.BLEU(effective_order=True)
-    oracle = [max(r, key=lambda c: oracle_metric.sentence_score(c[0], [ref]).score)[0]
+    print(f"first beam\t{corpus_bleu(first_beam, references):.2f}")
+    sentence_bleu = utility_function("bleu")
+    oracle = [max(r, key=lambda c, ref=ref: sentence_bleu(c[0], ref))[0]
               for r, ref in zip(rows, references)]
     print(f"oracle\t{corpus_bleu(oracle, references):.2f}")
     widest = max(len(r) for r in rows)
@@ -113,7 +116,7 @@ def main(argv=None) -> int:
   sys.stdout.write("".join(line + "\n" for line in chosen))
   if references is not None:
     print(f"MBR {corpus_bleu(chosen, references):.2f}, first beam "
-          f"{corpus_bleu([r[0][0] for r in rows], references):.2f}", file=sys.stderr)
+          f"{corpus_bleu(first_beam, references):.2f}", file=sys.stderr)
   return 0
 
 

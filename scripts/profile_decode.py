@@ -27,7 +27,6 @@ import os
 os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_cpu_enable_xprof_traceme=true").strip()
 
 import argparse  # noqa: E402
-import time  # noqa: E402
 
 import benchmarking  # noqa: E402  (before TensorFlow: its environment)
 from bench_decode import fixed_sources, fixed_work_search, length_sorted_chunks, restore_for_search  # noqa: E402
@@ -90,15 +89,9 @@ def main():
   for _ in range(2):  # compile, then warm
     run()
   if args.timed:
-    seconds = []
-    for _ in range(args.timed):
-      start = time.perf_counter()
-      run()
-      seconds.append(time.perf_counter() - start)
-    best = min(seconds)
-    tokens = "" if args.model_dir else f", {args.batch * args.length / best:,.0f} target tokens/s"
-    print(f"{what}; best of {args.timed} passes without the profiler: {best * 1000:.1f} ms{tokens}",
-          flush=True)
+    ms = benchmarking.milliseconds({"search": run}, repeats=1, rounds=args.timed)["search"]
+    tokens = "" if args.model_dir else f", {args.batch * args.length / (ms / 1000):,.0f} target tokens/s"
+    print(f"{what}; best of {args.timed} passes without the profiler: {ms:.1f} ms{tokens}", flush=True)
   times, wall = profile(run, args.searches)
   print(cpu.describe())
   print(f"{what}; {args.searches} passes profiled, {wall:.0f} ms each (wall, under the profiler)")

@@ -68,6 +68,7 @@ def test_command_writes_one_selection_per_line_and_scores_against_references(tmp
     ("a\t-1\tb\n", [], "expected text<TAB>score pairs"),
     ("a\tb\n", [], "a score is not a number"),
     ("a\t-1\n", ["--sweep"], "give --refs"),
+    ("a\t-1\n", ["--temperature=-1"], "--temperature must be >= 0"),
 ])
 def test_bad_input_exits_2_with_what_to_fix(tmp_path, capsys, content, args, message):
   nbest = tmp_path / "nbest.tsv"
