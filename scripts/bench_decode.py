@@ -632,10 +632,12 @@ def cache_phase_runs(args, lines):
   """The decoder's in-process search (`Translator`, the problem's decode defaults, batches of
   --batch sentences sorted by length and padded to the width buckets) with the self-attention
   cache grown in phases (`cache_phases=true`, the default) and with one cache for the longest
-  output (`cache_phases=false`), timed in the same interleaved rounds (--rounds), each batch's
-  best time kept; a third, untimed pass counts each batch's steps (`StepCounter`). Prints the
-  outputs compared, per batch shape the first call's excess over the best (its compilation,
-  roughly), and per width bucket the steps run and the ms per step of each.
+  output (`cache_phases=false`), each stopping a sentence once its best beam is final (as the
+  decoder), and in phases stopping once its whole n-best list is (`best_only=False`, as the
+  SavedModel's `nbest`), timed in the same interleaved rounds (--rounds), each batch's best
+  time kept; untimed passes count each batch's steps (`StepCounter`) under either stop. Prints
+  the outputs compared, per batch shape the first call's excess over the best (its
+  compilation, roughly), and per width bucket the steps run and the ms per step of each.
 
   Returns ({row name: (seconds, outputs)} for the main table, the one-phase search's outputs).
   """
@@ -643,64 +645,75 @@ def cache_phase_runs(args, lines):
   from t2t_lite.decoding.translator import Translator, encode_sources  # pylint: disable=import-outside-toplevel
   model, vocab, defaults, constraint = restore_for_search(args.model_dir, args.batch)
   quiet = lambda _: None  # noqa: E731  (long lines are truncated as the decoder does)
-  names = {True: "t2t_lite search, cache in phases", False: "t2t_lite search, one cache phase"}
+  # (cache phases, best_only): what the decoder runs; one cache; the stop of the n-best list.
+  names = {(True, True): "t2t_lite search, cache in phases",
+           (False, True): "t2t_lite search, one cache phase",
+           (True, False): "t2t_lite search, cache in phases, stopping when the n-best list is final"}
   translators = {phases: Translator(model, vocab, defaults.replace(cache_phases=phases), warn=quiet,
-                                    constraint=constraint) for phases in names}
+                                    constraint=constraint) for phases in (True, False)}
   counter = StepCounter(model)
   counting = Translator(counter, vocab, defaults, warn=quiet, constraint=constraint)
   sources = encode_sources(vocab, lines, counting.limit, warn=quiet)
   chunks = length_sorted_chunks(sources, counting.batch_sizes[-1])
   shapes = [counting.batch_shape(len(c), max(len(sources[i]) for i in c)) for c in chunks]
 
-  def translate(phases):
+  def translate(key):
     """(outputs, seconds of each batch), the batches as `Translator.translate_ids` makes them."""
-    outputs, seconds = [""] * len(lines), []
+    (phases, best_only), outputs, seconds = key, [""] * len(lines), []
     for chunk in chunks:
       start = time.perf_counter()
-      beams = translators[phases].translate_ids([sources[i] for i in chunk])
+      beams = translators[phases].translate_ids([sources[i] for i in chunk], best_only=best_only)
       seconds.append(time.perf_counter() - start)
       for i, line_beams in zip(chunk, beams):
         outputs[i] = vocab.decode(line_beams[0][0])
     return outputs, seconds
 
-  first = {phases: translate(phases)[1] for phases in names}  # compiles every shape once
-  best = {phases: list(first[phases]) for phases in names}
+  first = {key: translate(key)[1] for key in names}  # compiles every shape once
+  best = {key: list(first[key]) for key in names}
 
-  def timed(phases):
-    outputs, seconds = translate(phases)
-    best[phases] = [min(a, b) for a, b in zip(best[phases], seconds)]
+  def timed(key):
+    outputs, seconds = translate(key)
+    best[key] = [min(a, b) for a, b in zip(best[key], seconds)]
     return outputs
-  timings = interleaved({phases: lambda _, p=phases: timed(p) for phases in names}, args.rounds,
-                        warm_up=0)
-  steps, longest = [], []
+  timings = interleaved({key: lambda _, k=key: timed(k) for key in names}, args.rounds, warm_up=0)
+  phases, one_phase, nbest = names
+  # Steps run, as the decoder runs them (the best beam wanted) and for the whole n-best list.
+  steps, nbest_steps, longest = [], [], []
   for chunk in chunks:
-    counter.steps.assign(0)
-    beams = counting.translate_ids([sources[i] for i in chunk])
-    steps.append(int(counter.steps.numpy()))
+    for counted, best_only in ((steps, True), (nbest_steps, False)):
+      counter.steps.assign(0)
+      beams = counting.translate_ids([sources[i] for i in chunk], best_only=best_only)
+      counted.append(int(counter.steps.numpy()))
     longest.append(max(len(strip_ids(line_beams[0][0])) + 1 for line_beams in beams))
-  same = sum(a == b for a, b in zip(timings[True].result, timings[False].result))
+  same = sum(a == b for a, b in zip(timings[phases].result, timings[one_phase].result))
   print(f"cache in phases: outputs identical to one cache phase's: {same}/{len(lines)} lines")
+  same = sum(a == b for a, b in zip(timings[phases].result, timings[nbest].result))
+  print(f"stopping at the best beam: outputs identical to stopping at the n-best list: "
+        f"{same}/{len(lines)} lines")
   print("| batch shape | first call - best call, s (compiling, roughly): cache in phases | "
         "one cache phase |")
   print("|---|---|---|")
   for shape in dict.fromkeys(shapes):
     n = shapes.index(shape)
-    print(f"| {shape[0]} x {shape[1]} | {first[True][n] - best[True][n]:.1f} | "
-          f"{first[False][n] - best[False][n]:.1f} |", flush=True)
+    print(f"| {shape[0]} x {shape[1]} | {first[phases][n] - best[phases][n]:.1f} | "
+          f"{first[one_phase][n] - best[one_phase][n]:.1f} |", flush=True)
   print("| width bucket | batches | steps run (fewest-most a batch) | longest output (EOS included) "
-        "| ms/step, cache in phases | ms/step, one cache phase | one phase / phases |")
-  print("|---|---|---|---|---|---|---|")
+        "| ms/step, cache in phases | ms/step, one cache phase | one phase / phases "
+        "| steps run for the n-best list | ms/step, n-best list |")
+  print("|---|---|---|---|---|---|---|---|---|")
   for width in sorted({w for _, w in shapes}):
     numbers = [n for n, (_, w) in enumerate(shapes) if w == width]
-    total = sum(steps[n] for n in numbers)
-    ms = {p: 1000 * sum(best[p][n] for n in numbers) / max(total, 1) for p in names}
+    total, nbest_total = (sum(counted[n] for n in numbers) for counted in (steps, nbest_steps))
+    ms = {key: 1000 * sum(best[key][n] for n in numbers) / max(total if key[1] else nbest_total, 1)
+          for key in names}
     print(f"| {width} | {len(numbers)} | {total} ({min(steps[n] for n in numbers)}-"
           f"{max(steps[n] for n in numbers)}) | {max(longest[n] for n in numbers)} | "
-          f"{ms[True]:.1f} | {ms[False]:.1f} | {ms[False] / ms[True]:.2f}x |", flush=True)
-  rows = {f"{names[p]} (in process, best round, batches of {args.batch})": (timings[p].seconds,
-                                                                             timings[p].result)
-          for p in names}
-  return rows, timings[False].result
+          f"{ms[phases]:.1f} | {ms[one_phase]:.1f} | {ms[one_phase] / ms[phases]:.2f}x | "
+          f"{nbest_total} | {ms[nbest]:.1f} |", flush=True)
+  rows = {f"{names[key]} (in process, best round, batches of {args.batch})": (timings[key].seconds,
+                                                                               timings[key].result)
+          for key in names}
+  return rows, timings[one_phase].result
 
 
 def bench_model_dir(args):
@@ -912,7 +925,8 @@ def parse_args(argv=None):
                            "(e.g. refill_slots=32 against the default sub-batches)")
   parser.add_argument("--cache_phases_only", action="store_true",
                       help="with --model_dir: only the in-process search with and without cache "
-                           "phases (no decoder command, SavedModel or CTranslate2)")
+                           "phases, and stopping for the n-best list (no decoder command, "
+                           "SavedModel or CTranslate2)")
   parser.add_argument("--no_in_process", action="store_true",
                       help="with --model_dir: skip the in-process search with and without cache "
                            "phases (about half the table's time on base)")

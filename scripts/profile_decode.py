@@ -59,7 +59,7 @@ def real_lines(args):
 
   def run():
     for batch in batches:
-      translator.translate_ids(batch)
+      translator.translate_ids(batch, best_only=True)  # as the decoder
   what = (f"{args.model_dir}: {len(lines)} lines of {args.lines}, batches of {args.batch}, "
           f"beam {decode.beam_size}, alpha {decode.alpha}")
   return run, what

@@ -139,6 +139,55 @@ def test_large_alpha_and_long_limit_delay_early_termination():
   assert 2 < int(numpy(state.step)) < 20
 
 
+def test_best_only_stops_once_the_best_is_final():
+  # Alpha 2, limit 20, beam 2: [A, EOS] (log 0.54, score -0.45) and [EOS] (log 0.3, -1.20) finish
+  # by step 2; the best alive one then holds log 0.015 (0.6 x 0.025) and loses log 5 a step.
+  # T2T's rule for one beam stops once it, over the largest penalty ((5 + 20) / 6) ** 2 = 17.36,
+  # falls below -0.45: step 5 (log 0.015 - 3 log 5 = -9.03, / 17.36 = -0.52); the n-best rule
+  # waits for -1.20 x 17.36 = -20.8: step 13.
+  fn, _ = markov_fn(EARLY_STOP)
+  steps, results = {}, {}
+  for best_only in (True, False):
+    state = run_beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=20, alpha=2.0,
+                            best_only=best_only)
+    steps[best_only] = int(numpy(state.step))
+    results[best_only] = [numpy(t) for t in beam_search(fn, {}, 1, 2, 5, 20, alpha=2.0,
+                                                        best_only=best_only)]
+  assert steps == {True: 5, False: 13}
+  for best_only in (True, False):
+    ids, scores = results[best_only]
+    assert until_eos(ids[0, 0]) == (A, EOS)
+    np.testing.assert_allclose(scores[0, 0], gnmt_score(math.log(0.54), 2, 2.0), rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed,alpha", [(11, 0.6), (12, 1.2), (13, 2.0)])
+def test_best_only_keeps_the_best_beam_and_never_runs_longer(seed, alpha):
+  # Sentences of a batch with their own limits, the rule given as a Python bool and as a tensor
+  # argument of one compiled search: the best beam's ids and score are the n-best search's.
+  model, limits, beam = TinyRecurrentModel(vocab=6, hidden=8, seed=seed), [4, 7, 9], 4
+  cache = model.initial_cache(3, seed=seed + 1)
+  lengths = np.asarray(limits, "int32")
+
+  def run(best_only):
+    state = run_beam_search(model.symbols_to_logits, cache, 3, beam, 6, 9, alpha=alpha,
+                            decode_lengths=lengths, best_only=best_only)
+    return int(numpy(state.step))
+  assert run(True) <= run(False)
+  search = compiled(lambda cache, lengths, best_only: beam_search(
+      model.symbols_to_logits, cache, 3, beam, 6, 9, alpha=alpha, decode_lengths=lengths,
+      best_only=best_only))
+  full_ids, full_scores = map(numpy, search(cache, lengths, np.asarray(False)))
+  for best_only in (True, np.asarray(True)):
+    ids, scores = map(numpy, search(cache, lengths, best_only) if not isinstance(best_only, bool)
+                      else beam_search(model.symbols_to_logits, cache, 3, beam, 6, 9, alpha=alpha,
+                                       decode_lengths=lengths, best_only=True))
+    np.testing.assert_array_equal(ids[:, 0], full_ids[:, 0])
+    np.testing.assert_allclose(scores[:, 0], full_scores[:, 0], rtol=1e-6)
+  plain_ids, _ = map(numpy, beam_search(model.symbols_to_logits, cache, 3, beam, 6, 9, alpha=alpha,
+                                        decode_lengths=lengths))
+  np.testing.assert_array_equal(plain_ids, full_ids)  # the default is the n-best rule
+
+
 # ---------------------------------------------------------------- a tiny recurrent "model"
 
 
@@ -216,11 +265,13 @@ def test_large_beam_equals_exhaustive_search(seed, alpha):
       np.testing.assert_allclose(found[seq], score, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("seed,alpha", [(3, 0.6), (4, 1.0)])
-def test_stop_early_keeps_the_exhaustive_best(seed, alpha):
+@pytest.mark.parametrize("seed,alpha,best_only", [(3, 0.6, False), (4, 1.0, False), (3, 0.6, True),
+                                                  (4, 1.0, True)])
+def test_stop_early_keeps_the_exhaustive_best(seed, alpha, best_only):
   model, max_length = TinyRecurrentModel(seed=seed), 5
   cache = model.initial_cache(1, seed=seed)
-  ids, scores = beam_search(model.symbols_to_logits, cache, 1, 256, 4, max_length, alpha=alpha)
+  ids, scores = beam_search(model.symbols_to_logits, cache, 1, 256, 4, max_length, alpha=alpha,
+                            best_only=best_only)
   best_score, best = model.brute_force(cache["layer_0"]["h"][0], max_length, alpha)[0]
   assert until_eos(numpy(ids)[0, 0]) == best
   np.testing.assert_allclose(numpy(scores)[0, 0], best_score, rtol=1e-4)

@@ -11,21 +11,26 @@ from test_benchmarks import run_script
 
 
 def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
-  """`--model_dir --cache_phases_only`: the search with and without cache phases on real lines,
-  in one interleaved run: both rows, the outputs compared, steps and ms/step per width bucket."""
+  """`--model_dir --cache_phases_only`: the search with and without cache phases, and stopping
+  for the n-best list, on real lines in one interleaved run: the three rows, the outputs
+  compared, steps and ms/step per width bucket."""
   model_dir, _ = tiny_model_dir
   output = run_script("bench_decode.py", f"--model_dir={model_dir}",
                       f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--cache_phases_only")
   assert "outputs identical to one cache phase's: 24/24 lines" in output
-  for name in ("cache in phases", "one cache phase"):
+  assert "outputs identical to stopping at the n-best list: 24/24 lines" in output
+  for name in ("cache in phases", "one cache phase",
+               "cache in phases, stopping when the n-best list is final"):
     row = re.search(re.escape(f"| t2t_lite search, {name} (in process, best round, batches of 64) | ")
                     + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
     assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
   # Per width bucket (24 lines: one batch of width 16 or 32): steps run and both ms/step.
-  buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \|",
-                       output, re.MULTILINE)
+  buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| "
+                       r"[\d.]+x \| (\d+) \| [\d.]+ \|$", output, re.MULTILINE)
   assert buckets and sum(int(b[1]) for b in buckets) == 1, output
   assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output
+  # The n-best list's rule never stops before the best beam's.
+  assert all(int(b[6]) >= int(b[2]) for b in buckets), output
 
 
 def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, multi30k_slice):

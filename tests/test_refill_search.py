@@ -86,18 +86,19 @@ def decode_hparams(beam_size, shared=True, slots=DECODE.refill_slots):
 
 
 @functools.cache
-def reference(beam_size, constrained):
+def reference(beam_size, constrained, best_only=False):
   """Each sentence alone through the batch search, as a graph: (ids [8, beams, 36], scores)."""
   model = tiny_model()
   search = tf.function(make_search_fn(model, decode_hparams(beam_size), model.config.max_position,
                                       CONSTRAINT if constrained else None))
-  results = [search(tf.constant(row[None])) for row in sources()[:len(LENGTHS)]]
+  results = [search(tf.constant(row[None]), best_only=best_only)
+             for row in sources()[:len(LENGTHS)]]
   return (np.concatenate([ids.numpy() for ids, _ in results]),
           np.concatenate([scores.numpy() for _, scores in results]))
 
 
 def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refill_slots,
-             order=None):
+             order=None, best_only=False):
   """The refill search over all ROWS rows, the sentences in `order` (then the padding rows),
   decoding the first `count` of them for each of `counts` (one compiled program: the count is an
   argument); `shared`: the decode hparam `shared_beam_cache`; `order` default: index order."""
@@ -114,8 +115,9 @@ def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refi
   memory = keras.tree.map_structure(lambda *t: ops.concatenate(t, axis=0), *parts)
   spec = keras.tree.map_structure(lambda t: tf.TensorSpec([None] + list(t.shape[1:]), t.dtype),
                                   memory)
-  compiled = tf.function(search, jit_compile=xla, input_signature=[
-      tf.TensorSpec([None, WIDTH], tf.int32), spec, tf.TensorSpec([], tf.int32)])
+  signature = [tf.TensorSpec([None, WIDTH], tf.int32), spec, tf.TensorSpec([], tf.int32)]
+  compiled = tf.function(functools.partial(search, best_only=best_only), jit_compile=xla,
+                         input_signature=signature)
   outputs = [compiled(tf.constant(batch), memory, tf.constant(count)) for count in counts]
   assert compiled.experimental_get_tracing_count() == 1
   return [(ids.numpy(), scores.numpy()) for ids, scores in outputs]
@@ -186,6 +188,20 @@ def test_a_refilled_slot_reads_only_its_new_sentences_cache_entries(beam_size, s
                             slots=2, order=order)
   check_equal((ids[:len(LENGTHS)], scores[:len(LENGTHS)]),
               (want_ids[order], want_scores[order]), beam_size)
+
+
+@pytest.mark.parametrize("constrained", [False, True], ids=["free", "constrained"])
+def test_refill_search_stopping_at_the_best_beam_gives_the_batch_searchs_results(constrained):
+  """`best_only` (the decoder's and serving_default's rule): a slot's sentence stops once its best
+  beam is found, as in the batch search with it, whose best beam is that of the full search."""
+  want_ids, want_scores = reference(3, constrained, best_only=True)
+  full_ids, full_scores = reference(3, constrained)
+  np.testing.assert_array_equal(want_ids[:, 0], full_ids[:, 0])
+  np.testing.assert_allclose(want_scores[:, 0], full_scores[:, 0], rtol=1e-5, atol=1e-5)
+  if not constrained:  # one sentence stops sooner, before its other beams are the full search's
+    assert not np.array_equal(want_ids, full_ids)
+  (ids, scores), = refilled(3, constrained, True, counts=(len(LENGTHS),), best_only=True)
+  check_equal((ids[:len(LENGTHS)], scores[:len(LENGTHS)]), (want_ids, want_scores), 3)
 
 
 def test_constrained_outputs_are_trees_and_differ_from_free_ones():

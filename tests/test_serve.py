@@ -263,13 +263,13 @@ class GatedDecode:
     self.gate = threading.Event()
     self.started = threading.Event()
     self.batches = []
-    self._decode = decode or (lambda sentences: [s.upper() for s in sentences])
+    self._decode = decode or (lambda sentences, best_only=False: [s.upper() for s in sentences])
 
-  def __call__(self, sentences):
+  def __call__(self, sentences, **kwargs):
     self.batches.append(list(sentences))
     self.started.set()
     assert self.gate.wait(HANG_GUARD)
-    return self._decode(sentences)
+    return self._decode(sentences, **kwargs)
 
 
 def test_queue_decodes_waiting_requests_together_each_answer_to_its_own():
@@ -321,6 +321,25 @@ def test_a_failing_batch_fails_its_requests_only():
     bad[0].result(HANG_GUARD)
   assert good[0].result(HANG_GUARD) == "okok"
   batcher.close()
+
+
+def test_a_batch_of_best_only_requests_is_decoded_best_only():
+  """Requests that want the best translation only (serving_default) get a search that can stop
+  sooner, when every request of their batch wants only that; a batch with an n-best request in it
+  is decoded for the n-best lists."""
+  calls = []
+
+  def decode(sentences, best_only=False):
+    calls.append((list(sentences), best_only))
+    return [s.upper() for s in sentences]
+
+  batcher = BatchQueue(decode, BatchingOptions(max_batch_size=2, batch_timeout_micros=10**9))
+  best = batcher.submit(["a", "b"], best_only=True)                   # a full batch of 2
+  assert [f.result(HANG_GUARD) for f in best] == ["A", "B"]
+  mixed = batcher.submit(["c"], best_only=True) + batcher.submit(["d"])
+  assert [f.result(HANG_GUARD) for f in mixed] == ["C", "D"]
+  batcher.close()
+  assert calls == [(["a", "b"], True), (["c", "d"], False)]
 
 
 def test_queue_refuses_requests_until_the_warm_up_is_over():

@@ -27,6 +27,10 @@ The algorithm (T2T's):
   penalty it could still get, cannot beat the lowest-scoring finished one (T2T's `_is_finished`
   bound, here per sentence), or when it has reached its own length limit (`decode_lengths`). Its
   state is then frozen, so a sentence's result does not depend on the other sentences of its batch.
+  When only the best hypothesis is wanted (`best_only`: T2T decodes with
+  `stop_early=(top_beams == 1)`), the bound is checked against the best finished one instead:
+  the best is then final, and the search stops sooner (most at large alpha); the other slots hold
+  what the search had when it stopped.
 - Output slots that no finished hypothesis filled hold the best alive hypotheses, scored by their
   raw log-probability (T2T returns the alive ones when a sentence finishes none).
 
@@ -267,13 +271,15 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       constraint=constraint_state)
 
 
-def sentence_done(state, limits, alpha, stop_early):
+def sentence_done(state, limits, alpha, stop_early, best_only=False):
   """Which sentences are over: reached their length limit, or (stop_early) cannot improve.
 
   The bound (T2T's `_is_finished`): alive log-probs only fall as tokens are added and the length
   penalty is at most `length_penalty(limit)`, so no alive hypothesis can score above
   `best_alive_log_prob / length_penalty(limit)`; if the lowest finished score is above that,
-  the finished set is final.
+  the finished set is final. With `best_only` (a Python bool, or a scalar bool tensor: one
+  compiled search serves both), the best finished score is compared instead, T2T's rule when it
+  returns one beam (`stop_early=(top_beams == 1)`): the best hypothesis is then final.
   """
   done = state.done | (state.step >= limits)                                     # [batch]
   if not stop_early:
@@ -282,7 +288,13 @@ def sentence_done(state, limits, alpha, stop_early):
   has_finished = state.finished_scores > NEG_INF                                 # [batch, beam]
   lowest_finished = ops.min(
       ops.where(has_finished, state.finished_scores, float("inf")), axis=1)      # [batch]
-  bound_met = ops.any(has_finished, axis=1) & (lowest_finished > best_possible)  # [batch]
+  if best_only is True:
+    compared = ops.max(state.finished_scores, axis=1)                            # [batch]
+  elif best_only is False:
+    compared = lowest_finished
+  else:
+    compared = ops.where(best_only, ops.max(state.finished_scores, axis=1), lowest_finished)
+  bound_met = ops.any(has_finished, axis=1) & (compared > best_possible)         # [batch]
   return done | bound_met                                                        # [batch]
 
 
@@ -325,7 +337,7 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                     max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                     constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
-                    reorder_cache=None):
+                    reorder_cache=None, best_only=False):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
@@ -337,7 +349,7 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   def body(state):
     state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
                  constraint, reorder_cache)
-    return (state._replace(done=sentence_done(state, limits, alpha, stop_early)),)
+    return (state._replace(done=sentence_done(state, limits, alpha, stop_early, best_only)),)
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.done))
@@ -351,7 +363,7 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                 max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                 constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
-                reorder_cache=None):
+                reorder_cache=None, best_only=False):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -368,6 +380,9 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
       (input length + extra_length, capped at max_decode_length). A sentence whose hypotheses
       reach it stops: finished hypotheses are kept, and if there are none, the alive ones.
     stop_early: stop a sentence once its best hypotheses are provably found (T2T's bound).
+    best_only: only the best hypothesis is wanted (a Python bool, or a scalar bool tensor):
+      stop a sentence once it is provably found (T2T's `stop_early=(top_beams == 1)`). Its
+      ids and score are those of the full search; the other slots may differ.
     constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`. The state
       ([batch, ...]) is tiled to the beams and reordered with them.
     cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`):
@@ -397,5 +412,5 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
   return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
                                   stop_early, constraint, constraint_state, cache_lengths,
-                                  extend_cache, reorder_cache),
+                                  extend_cache, reorder_cache, best_only),
                   fill_with_alive=constraint is None)

@@ -76,10 +76,11 @@ class RefillState(NamedTuple):
 class _BeamSlots:
   """Each slot runs `beam_search`'s algorithm for its sentence."""
 
-  def __init__(self, beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache):
+  def __init__(self, beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache,
+               best_only):
     self.beams, self.vocab_size, self.alpha = beam_size, vocab_size, alpha
     self.eos_id, self.stop_early, self.constraint = eos_id, stop_early, constraint
-    self.reorder_cache = reorder_cache
+    self.reorder_cache, self.best_only = reorder_cache, best_only
 
   def fresh(self, slots, max_decode_length):
     """A new sentence's state in every slot (constraint {}: the caller's)."""
@@ -92,7 +93,8 @@ class _BeamSlots:
   def step(self, state, symbols_to_logits_fn, slots, limits):
     state = grow(state, symbols_to_logits_fn, slots, self.beams, self.vocab_size, self.alpha,
                  self.eos_id, self.constraint, self.reorder_cache)
-    return state._replace(done=sentence_done(state, limits, self.alpha, self.stop_early))
+    return state._replace(done=sentence_done(state, limits, self.alpha, self.stop_early,
+                                             self.best_only))
 
   def done(self, state):
     return state.done                                                            # [slots]
@@ -141,7 +143,7 @@ def _select_rows(rows, new, old):
 def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slots, beam_size,
                   vocab_size, max_decode_length, decode_lengths, num_sentences=None, alpha=0.6,
                   eos_id=EOS_ID, stop_early=True, constraint=None, constraint_state=None,
-                  cache_lengths=None, extend_cache=None, reorder_cache=None):
+                  cache_lengths=None, extend_cache=None, reorder_cache=None, best_only=False):
   """Decodes N sentences through `num_slots` slots refilled as sentences finish.
 
   Args:
@@ -158,7 +160,8 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     decode_lengths: int32 [N], each sentence's maximum output length, EOS included.
     num_sentences: optional scalar: only sentences 0 .. num_sentences - 1 are decoded, the others
       (padding) get ids 0 and score 0. Default: all N.
-    alpha, eos_id, stop_early: as `beam_search`.
+    alpha, eos_id, stop_early, best_only: as `beam_search` (a slot whose sentence's best
+      hypothesis is found, with best_only, takes the next sentence sooner).
     constraint, constraint_state: optional, a constraint and its initial state [N, ...] per
       sentence (`t2t_lite.decoding.constraints`).
     cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`).
@@ -175,7 +178,8 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     raise ValueError("a constraint needs its initial state: pass constraint_state= "
                      "(constraint.initial_state(...), one row per sentence)")
   algo = (_GreedySlots(eos_id, constraint) if beam_size == 1 else
-          _BeamSlots(beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache))
+          _BeamSlots(beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache,
+                     best_only))
   beams = algo.beams
   # The callback's inputs: one copy per slot for a cache the beams share, else one per row.
   copies = 1 if reorder_cache is not None else beams

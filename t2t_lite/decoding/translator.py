@@ -33,7 +33,8 @@ from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 
 def make_search_fn(model, decode_hparams, max_position, constraint=None):
-  """Returns `search(source_ids [B, S] int32, seed=None) -> (ids [B, beams, L] int32, scores [B, beams])`.
+  """Returns `search(source_ids [B, S] int32, seed=None, best_only=False) -> (ids [B, beams, L]
+  int32, scores [B, beams])`.
 
   `beams` is `beam_size` for beam search and 1 for greedy/sampling. Works in tf.function (and
   so inside a SavedModel) with unknown B and S. The output buffers are preallocated (static
@@ -51,11 +52,16 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
   `seed`: sampling's seed (`sampling_temperature` > 0, beam 1) as a scalar integer tensor, so one
   traced (compiled) search serves every seed; None: the decode hparams' `seed`, a constant of
   the graph (the exported SavedModel's). Other searches ignore it.
+
+  `best_only`: a beam search that only the best hypothesis of each sentence is wanted from
+  stops a sentence as soon as that one is provably found (`beam_search`'s `best_only`, T2T's rule
+  for one beam): a Python bool, or a scalar bool tensor, so that one compiled search serves
+  both the best and the n-best. The best ids and score are the same either way.
   """
   dh = decode_hparams
   limit = source_limit(dh, max_position)
 
-  def search(source_ids, seed=None):
+  def search(source_ids, seed=None, best_only=False):
     source_ids = ops.cast(source_ids, "int32")
     encoder_output, source_mask = model.encode(source_ids, training=False)
     batch = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
@@ -81,7 +87,7 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
       return search_lib.beam_search(
           symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
           alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases,
-          **reorder)
+          **reorder, best_only=best_only)
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
@@ -107,11 +113,12 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
   "kt" [b, H, d, w]); a caller encodes sorted sub-batches, each at its own width, and pads them
   to one width (`pad_memory`).
 
-  `search(source_ids [N, W], memory (at width W), num_sentences []) -> (ids [N, beams, L],
-  scores [N, beams])`: sentences 0 .. num_sentences - 1 decoded in index order through
-  min(refill_slots, N) slots, each sentence's results those of `make_search_fn`'s search (the
-  same length limits, output length L for width W, cache phases and constraint); the rows after
-  num_sentences (padding) are not decoded. N may be unknown when traced; W must be static.
+  `search(source_ids [N, W], memory (at width W), num_sentences [], best_only=False) -> (ids
+  [N, beams, L], scores [N, beams])`: sentences 0 .. num_sentences - 1 decoded in index order
+  through min(refill_slots, N) slots, each sentence's results those of `make_search_fn`'s search
+  (the same length limits, output length L for width W, cache phases, constraint and
+  `best_only`); the rows after num_sentences (padding) are not decoded. N may be unknown when
+  traced; W must be static.
 
   The cache is laid out as the batch search's (`shared_beams`): with a beam and
   `shared_beam_cache` (the default), a slot's sentence's memory keys/values once per slot, one
@@ -128,7 +135,7 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
   def encode(source_ids):
     return model.memory_cache(*model.encode(ops.cast(source_ids, "int32"), training=False), groups)
 
-  def search(source_ids, memory, num_sentences):
+  def search(source_ids, memory, num_sentences, best_only=False):
     source_ids = ops.cast(source_ids, "int32")                                      # [N, W]
     width = source_ids.shape[1]
     if width is None:
@@ -144,7 +151,8 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
     return refill_search.refill_search(
         decoding_callback(model), memory, growing, slots, dh.beam_size, model.vocab_size,
         max_decode_length, decode_lengths, num_sentences, alpha=dh.alpha, eos_id=EOS_ID,
-        cache_lengths=cache_lengths, extend_cache=extend_cache, **constrained, **reorder)
+        cache_lengths=cache_lengths, extend_cache=extend_cache, **constrained, **reorder,
+        best_only=best_only)
 
   return encode, search
 
@@ -341,8 +349,9 @@ class Translator:
     return (buckets.padded_size(sentences, self.batch_sizes),
             buckets.padded_width(longest, self.limit))
 
-  def _run(self, rows: int, width: int, sources: list[list[int]]):
-    """The search over `sources` padded to [rows, width]: (ids, scores) numpy, one row each."""
+  def _run(self, rows: int, width: int, sources: list[list[int]], best_only: bool = False):
+    """The search over `sources` padded to [rows, width]: (ids, scores) numpy, one row each;
+    `best_only`: only the best beam is wanted (the search stops sooner; `make_search_fn`)."""
     batch = np.full((rows, width), PAD_ID, np.int32)
     batch[len(sources):, 0] = EOS_ID  # filler rows up to the padded batch; results dropped
     for row, source in enumerate(sources):
@@ -352,21 +361,26 @@ class Translator:
     # order it meets the shapes in (`xla_cache.stable_names`); a shape traced before is found in
     # tf.function's cache, which takes no names.
     seed = (tf.constant(self.decode_hparams.seed, tf.int64),) if self._seeded else ()
+    # `best_only` is an argument of the program, not a constant: one program serves both.
     with xla_cache.stable_names(f"t2t_lite search {rows}x{width}"):
       self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32),
-                                         *(tf.TensorSpec((), tf.int64) for _ in seed))
-    ids, scores = self._search(tf.constant(batch), *seed)
+                                         *(tf.TensorSpec((), tf.int64) for _ in seed),
+                                         best_only=tf.TensorSpec((), tf.bool))
+    ids, scores = self._search(tf.constant(batch), *seed, best_only=tf.constant(best_only))
     return ids.numpy()[:len(sources)], scores.numpy()[:len(sources)]
 
-  def translate_ids(self, sources: list[list[int] | None]) -> list[list[tuple[list[int], float]]]:
-    """`sources`: list of id lists (or None). Returns per line a list of (ids, score) beams."""
+  def translate_ids(self, sources: list[list[int] | None],
+                    best_only: bool = False) -> list[list[tuple[list[int], float]]]:
+    """`sources`: list of id lists (or None). Returns per line a list of (ids, score) beams, best
+    first; with `best_only` only the first is final (the search stops once it is found; the
+    others are what it held then)."""
     order = sorted((i for i, s in enumerate(sources) if s), key=lambda i: len(sources[i]))
     results = [[] for _ in sources]
     size = self.batch_sizes[-1]
     for start in range(0, len(order), size):
       chunk = order[start:start + size]
       rows, width = self.batch_shape(len(chunk), max(len(sources[i]) for i in chunk))
-      ids, scores = self._run(rows, width, [sources[i] for i in chunk])
+      ids, scores = self._run(rows, width, [sources[i] for i in chunk], best_only)
       for row, i in enumerate(chunk):
         results[i] = [(strip_ids(ids[row, b]), float(scores[row, b])) for b in range(ids.shape[1])]
     return results
@@ -381,21 +395,22 @@ class Translator:
     return buckets.warm_up(self.batch_sizes, widths, lambda rows, width: self._run(rows, width, []),
                            log)
 
-  def translate_beams(self, lines: list[str]) -> list[list[tuple[str, float]]]:
+  def translate_beams(self, lines: list[str], best_only: bool = False) -> list[list[tuple[str, float]]]:
     """Every line's hypotheses as (text, score), best first: `num_beams` of them; none for an
-    empty line, which is not decoded."""
-    beams = self.translate_ids(encode_sources(self.vocab, lines, self.limit, self.warn))
+    empty line, which is not decoded. `best_only`: as `translate_ids`."""
+    beams = self.translate_ids(encode_sources(self.vocab, lines, self.limit, self.warn), best_only)
     return [[(self.vocab.decode(ids), score) for ids, score in line_beams]
             for line_beams in beams]
 
   def translate(self, lines: list[str], return_beams: bool | None = None) -> list[str]:
     """Translations of `lines`: one string per line; with return_beams every beam, tab
     separated; with the decode hparams' write_beam_scores each followed by its score. An empty
-    line gives an empty string."""
+    line gives an empty string. Without return_beams the search stops each sentence once its
+    best hypothesis is found (`best_only`)."""
     return_beams = self.decode_hparams.return_beams if return_beams is None else return_beams
     return [format_beams(beams if return_beams else beams[:1],
                          self.decode_hparams.write_beam_scores)
-            for beams in self.translate_beams(lines)]
+            for beams in self.translate_beams(lines, best_only=not return_beams)]
 
 
 def load_translator(output_dir: str, decode_hparams: DecodeHParams,

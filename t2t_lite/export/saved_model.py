@@ -113,13 +113,18 @@ class TranslationModule(tf.Module):
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
     # One trace of tokenizer + search, here, called by both signatures: a concrete function, not
     # a tf.function, which `tf.saved_model.save` would trace again in its own context.
-    self._search_text_fn = tf.function(self._search_text,
-                                       input_signature=text_spec).get_concrete_function()
+    # `best_only` is an argument of the compiled searches: serving_default's beam search stops a
+    # sentence once its best hypothesis is found, nbest's once the whole list is (one program each
+    # shape for both).
+    self._search_text_fn = tf.function(
+        self._search_text, input_signature=text_spec + [tf.TensorSpec([], tf.bool)]
+    ).get_concrete_function()
     self.serve = tf.function(self._serve, input_signature=text_spec)
     self.serve_nbest = tf.function(self._serve_nbest, input_signature=text_spec)
 
-  def _search_text(self, text):
-    """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N]).
+  def _search_text(self, text, best_only):
+    """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N]); `best_only` (scalar
+    bool): only the best beam is wanted (`make_search_fn`).
 
     With refill slots (decode hparam `refill_slots` > 0): `_search_refilled`. Otherwise the
     sentences are sorted by source length (stable) and searched in sub-batches of
@@ -135,7 +140,7 @@ class TranslationModule(tf.Module):
         tf.fill([tf.shape(text)[0]], EOS_ID), tf.ones_like(pieces.row_lengths()))
     source = tf.concat([pieces, eos], axis=1).to_tensor(PAD_ID)                 # [N, S]
     if self.refill:
-      ids, scores = self._search_refilled(source, lengths, nonempty)
+      ids, scores = self._search_refilled(source, lengths, nonempty, best_only)
       return ids, scores, nonempty
     n = tf.shape(source)[0]
     order = tf.argsort(lengths, stable=True)                                  # shortest first
@@ -148,7 +153,7 @@ class TranslationModule(tf.Module):
     def body(i, all_ids, all_scores):
       rows = source[i * sub:(i + 1) * sub]
       rows = rows[:, :tf.maximum(tf.reduce_max(lengths[i * sub:(i + 1) * sub]), 1)]
-      ids, scores = self._search_bucketed(rows)
+      ids, scores = self._search_bucketed(rows, best_only)
       ids = tf.pad(ids, [[0, 0], [0, 0], [0, out_length - tf.shape(ids)[2]]])
       return i + 1, all_ids.write(i, ids), all_scores.write(i, scores)
 
@@ -162,7 +167,7 @@ class TranslationModule(tf.Module):
     scores = tf.ensure_shape(tf.gather(scores.concat(), unsort), [None, beams])
     return ids, scores, nonempty
 
-  def _search_refilled(self, source, lengths, nonempty):
+  def _search_refilled(self, source, lengths, nonempty, best_only):
     """The refill search over source [N, S] (`make_refill_fns`): ids [N, beams, L], scores [N, beams].
 
     The non-empty sentences, longest source first, are encoded in sub-batches of
@@ -203,7 +208,8 @@ class TranslationModule(tf.Module):
         fixed = tf.nest.pack_sequence_as(self._memory_spec, [
             tf.ensure_shape(t, [None] + [bucket if d is None else d for d in spec.shape[1:]])
             for t, spec in zip(memory, tf.nest.flatten(self._memory_spec))])
-        return self.programs.refill(tf.ensure_shape(padded, [None, bucket]), fixed, count)
+        return self.programs.refill(tf.ensure_shape(padded, [None, bucket]), fixed, count,
+                                    best_only=best_only)
       return branch
 
     ids, scores = tf.switch_case(index, [search_at(i, w) for i, w in enumerate(self.buckets)])
@@ -237,7 +243,7 @@ class TranslationModule(tf.Module):
     """The index in self.buckets of the bucket a source `width` (int32 scalar) is padded to."""
     return tf.reduce_sum(tf.cast(tf.constant(self.buckets) < width, tf.int32))
 
-  def _search_bucketed(self, source):
+  def _search_bucketed(self, source, best_only):
     """The search over source [n, S] padded to the buckets: the batch to `padded_batch(n)` with
     filler rows (EOS only, as the decoder's; results dropped), the width to the next of
     self.buckets. Returns ids [n, beams, out_lengths[bucket]], scores [n, beams]."""
@@ -247,7 +253,8 @@ class TranslationModule(tf.Module):
     def search_at(index, bucket_width):
       def branch():
         padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
-        ids, scores = self.programs.search(tf.ensure_shape(padded, [None, bucket_width]))
+        ids, scores = self.programs.search(tf.ensure_shape(padded, [None, bucket_width]),
+                                           best_only=best_only)
         if ids.shape[2] != self.out_lengths[index]:
           raise AssertionError(f"the search at width {bucket_width} returned {ids.shape[2]} "
                                f"positions, not {self.out_lengths[index]}")
@@ -263,12 +270,12 @@ class TranslationModule(tf.Module):
     return tf.where(nonempty, translations, tf.fill(tf.shape(nonempty), ""))
 
   def _serve(self, text):
-    ids, scores, nonempty = self._search_text_fn(text)
+    ids, scores, nonempty = self._search_text_fn(text, tf.constant(True))
     return {"translations": self._detokenize(ids[:, 0, :], nonempty),
             "scores": tf.where(nonempty, scores[:, 0], tf.zeros_like(scores[:, 0]))}
 
   def _serve_nbest(self, text):
-    ids, scores, nonempty = self._search_text_fn(text)                          # [N, beams, L]
+    ids, scores, nonempty = self._search_text_fn(text, tf.constant(False))       # [N, beams, L]
     shape = tf.shape(ids)
     flat_nonempty = tf.repeat(nonempty, shape[1])                            # [N * beams]
     flat = self._detokenize(tf.reshape(ids, [-1, shape[2]]), flat_nonempty)  # [N * beams]

@@ -107,12 +107,13 @@ def create_app(backend, model_name: str = "default", options: BatchingOptions | 
     if name != model_name or (version is not None and version != backend.version):
       raise rest.servable_not_found(name, version)
 
-  async def translate(sentences):
+  async def translate(sentences, best_only=False):
     """Queues the sentences and waits for their beams (no thread is held while waiting; a
-    request cancelled by its client leaves its sentences still queued undecoded)."""
+    request cancelled by its client leaves its sentences still queued undecoded); `best_only`:
+    only the best beam is wanted (`BatchQueue.submit`)."""
     if state.closing:
       raise QueueClosedError("the server is shutting down and takes no new requests")
-    futures = state.queue.submit(sentences)
+    futures = state.queue.submit(sentences, best_only)
     return await asyncio.gather(*(asyncio.wrap_future(future) for future in futures))
 
   async def models(request: Request):
@@ -127,7 +128,7 @@ def create_app(backend, model_name: str = "default", options: BatchingOptions | 
       predict = rest.parse_predict(rest.decode_json_body(body), limits)
       state.requests_in_flight += 1
       try:
-        beams = await translate(predict.sentences)
+        beams = await translate(predict.sentences, best_only=predict.signature != "nbest")
       finally:
         state.requests_in_flight -= 1
       return JSONResponse(rest.predict_response(predict, beams))

@@ -3,7 +3,10 @@
 Both answer `decode(sentences) -> [[(text, score), ...] per sentence]`: every hypothesis of the
 search, best first (beam_size of them; 1 for greedy and sampling), the SavedModel's `nbest`
 signature's outputs; the first is `serving_default`'s. An empty (or all-whitespace) sentence gets
-beams of ("", 0.0), as the SavedModel gives it.
+beams of ("", 0.0), as the SavedModel gives it. `decode(sentences, best_only=True)` is for a
+batch that wants the best translation only: the beam search stops each sentence once its best is
+final (the SavedModel's `serving_default`); the first beam is the same, the others may not be
+the n-best list's.
 
 - `ModelDirBackend` translates with the project's `Translator` (what `t2t-lite-decoder` runs),
   which pads each batch to one of the allowed batch sizes and one of the width buckets (so the
@@ -110,14 +113,14 @@ class ModelDirBackend:
     with self.lock:
       return self.translator.warm_up(self.warmup_max_width, log)
 
-  def decode(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
+  def decode(self, sentences: list[str], best_only: bool = False) -> list[list[tuple[str, float]]]:
     sources = encode_sources(self.vocab, sentences, self.translator.limit, self.translator.warn)
     filled = [i for i, source in enumerate(sources) if source]
     results = [[("", 0.0)] * self.num_beams for _ in sentences]
     if not filled:
       return results
     with self.lock:   # the Translator pads the batch to self.batch_sizes and the width buckets
-      beams = self.translator.translate_ids([sources[i] for i in filled])
+      beams = self.translator.translate_ids([sources[i] for i in filled], best_only)
     for i, line_beams in zip(filled, beams):
       results[i] = [(self.vocab.decode(ids), score) for ids, score in line_beams]
     return results
@@ -179,7 +182,8 @@ def latest_version(export_dir: str) -> str:
 
 
 class SavedModelBackend:
-  """A SavedModel of `t2t-lite-exporter`, decoded with its `nbest` signature.
+  """A SavedModel of `t2t-lite-exporter`, decoded with its `nbest` signature (`serving_default`
+  for a batch that wants the best translations only).
 
   Args:
     export_dir: EXPORT_DIR/<version>, or EXPORT_DIR (its highest version is served).
@@ -205,6 +209,7 @@ class SavedModelBackend:
       raise BackendError(f"{self.path} has no {missing} signature(s); export it with "
                          "t2t-lite-exporter (signatures serving_default and nbest)")
     self._nbest = self._loaded.signatures["nbest"]
+    self._best = self._loaded.signatures["serving_default"]
     self.decode_hparams = _read_extra(self.path, DECODE_HPARAMS_FILE)
     self.width_buckets = _graph_width_buckets(self.path, self.decode_hparams)
 
@@ -232,9 +237,14 @@ class SavedModelBackend:
                            lambda rows, width: self.decode([" ".join(["a"] * (width - 1))] * rows),
                            log, lambda rows, width: f"batch {rows} x {width - 1} words")
 
-  def decode(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
-    out = self._nbest(text=self._tf.constant(sentences, self._tf.string))
-    texts, scores = out["translations"].numpy(), out["scores"].numpy()
+  def decode(self, sentences: list[str], best_only: bool = False) -> list[list[tuple[str, float]]]:
+    text = self._tf.constant(sentences, self._tf.string)
+    if best_only:   # one beam a sentence, serving_default's
+      out = self._best(text=text)
+      texts, scores = out["translations"].numpy()[:, None], out["scores"].numpy()[:, None]
+    else:
+      out = self._nbest(text=text)
+      texts, scores = out["translations"].numpy(), out["scores"].numpy()
     return [[(t.decode("utf-8"), float(s)) for t, s in zip(row_texts, row_scores)]
             for row_texts, row_scores in zip(texts, scores)]
 

@@ -91,8 +91,10 @@ class BatchQueue:
 
   Args:
     decode: `decode(sentences) -> results`, one result per sentence, in order; called on the
-      worker thread with at most `options.max_batch_size` sentences. An exception fails the
-      futures of that batch only.
+      worker thread with at most `options.max_batch_size` sentences, and as `decode(sentences,
+      best_only=True)` when every request of the batch was submitted with `best_only` (it wants
+      the best translation only; the search can stop sooner). An exception fails the futures of
+      that batch only.
     options: `BatchingOptions`.
     clock: seconds, monotonic (for the batch timeout).
     warm_up: optional, called once on the worker thread before the first batch (`submit`
@@ -111,7 +113,7 @@ class BatchQueue:
       self.ready.set()
     self.options = options or BatchingOptions()
     self._clock = clock
-    self._items = collections.deque()    # (sentence, future, enqueue time)
+    self._items = collections.deque()    # (sentence, future, enqueue time, best_only)
     self._condition = threading.Condition()
     self._closed = False
     self.decoding = 0                    # sentences in the batch being decoded now
@@ -124,8 +126,9 @@ class BatchQueue:
   def queued(self) -> int:
     return len(self._items)
 
-  def submit(self, sentences: Sequence) -> list[concurrent.futures.Future]:
+  def submit(self, sentences: Sequence, best_only: bool = False) -> list[concurrent.futures.Future]:
     """Queues the sentences of one request together; returns one future per sentence.
+    `best_only`: the request wants each sentence's best translation only (see `decode`).
 
     Raises:
       OverloadedError: they do not fit in the queue (nothing is queued).
@@ -145,7 +148,8 @@ class BatchQueue:
             f"{self.options.capacity} (max_enqueued_batches={self.options.max_enqueued_batches} x "
             f"max_batch_size={self.options.max_batch_size}); retry later")
       now = self._clock()
-      self._items.extend((sentence, future, now) for sentence, future in zip(sentences, futures))
+      self._items.extend((sentence, future, now, best_only)
+                         for sentence, future in zip(sentences, futures))
       self._condition.notify_all()
     return futures
 
@@ -188,10 +192,15 @@ class BatchQueue:
       batch = self._next_batch()
       if batch is None:
         return
-      live = [(sentence, future) for sentence, future, _ in batch if future.set_running_or_notify_cancel()]
+      live = [(sentence, future, best_only) for sentence, future, _, best_only in batch
+              if future.set_running_or_notify_cancel()]
       results, error = [], None
       try:
-        results = self._decode([sentence for sentence, _ in live]) if live else []
+        sentences = [sentence for sentence, _, _ in live]
+        if live and all(best_only for _, _, best_only in live):
+          results = self._decode(sentences, best_only=True)
+        else:
+          results = self._decode(sentences) if live else []
         if len(results) != len(live):
           raise RuntimeError(f"the backend returned {len(results)} results for {len(live)} sentences")
       except BaseException as e:  # noqa: BLE001  each caller gets the error; the worker goes on
@@ -203,7 +212,7 @@ class BatchQueue:
         self.batches += 1
         if error is None:
           self.sentences += len(live)
-      for index, (_, future) in enumerate(live):
+      for index, (_, future, _) in enumerate(live):
         if error is None:
           future.set_result(results[index])
         else:
