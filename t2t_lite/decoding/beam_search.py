@@ -288,12 +288,7 @@ def sentence_done(state, limits, alpha, stop_early, best_only=False):
   has_finished = state.finished_scores > NEG_INF                                 # [batch, beam]
   lowest_finished = ops.min(
       ops.where(has_finished, state.finished_scores, float("inf")), axis=1)      # [batch]
-  if best_only is True:
-    compared = ops.max(state.finished_scores, axis=1)                            # [batch]
-  elif best_only is False:
-    compared = lowest_finished
-  else:
-    compared = ops.where(best_only, ops.max(state.finished_scores, axis=1), lowest_finished)
+  compared = ops.where(best_only, ops.max(state.finished_scores, axis=1), lowest_finished)  # [batch]
   bound_met = ops.any(has_finished, axis=1) & (compared > best_possible)         # [batch]
   return done | bound_met                                                        # [batch]
 
