@@ -7,16 +7,31 @@ hands out whole files, can run these two long tests beside the other benchmark s
 
 import re
 
+import pytest
+
 from test_benchmarks import run_script
 
 
-def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
+@pytest.fixture(scope="module")
+def short_lines(multi30k_slice, tmp_path_factory):
+  """The 24 shortest of the slice's 100 test lines (at most 9 words, under 16 subwords): every
+  search, the decoder's and each export's, runs in the narrowest width bucket only, so each
+  compiles one program per batch shape instead of one per width (measured: the tests' time
+  halved), and an export limited to 16 source subwords truncates none of them."""
+  lines = (multi30k_slice / "test_2016_flickr.en").read_text(encoding="utf-8").split("\n")[:100]
+  path = tmp_path_factory.mktemp("short_lines") / "short.en"
+  path.write_text("\n".join(sorted(lines, key=lambda line: len(line.split()))[:24]) + "\n",
+                  encoding="utf-8")
+  return path
+
+
+def test_bench_decode_cache_phases_smoke(tiny_model_dir, short_lines):
   """`--model_dir --cache_phases_only`: the search with and without cache phases, and stopping
   for the n-best list, on real lines in one interleaved run: the three rows, the outputs
   compared, steps and ms/step per width bucket."""
   model_dir, _ = tiny_model_dir
   output = run_script("bench_decode.py", f"--model_dir={model_dir}",
-                      f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--cache_phases_only")
+                      f"--lines={short_lines}", "--cache_phases_only")
   assert "outputs identical to one cache phase's: 24/24 lines" in output
   assert "outputs identical to stopping at the n-best list: 24/24 lines" in output
   for name in ("cache in phases", "one cache phase",
@@ -24,7 +39,7 @@ def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
     row = re.search(re.escape(f"| t2t_lite search, {name} (in process, best round, batches of 64) | ")
                     + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
     assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
-  # Per width bucket (24 lines: one batch of width 16 or 32): steps run and both ms/step.
+  # Per width bucket (24 short lines: one batch of width 16): steps run and both ms/step.
   buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| "
                        r"[\d.]+x \| (\d+) \| [\d.]+ \|$", output, re.MULTILINE)
   assert buckets and sum(int(b[1]) for b in buckets) == 1, output
@@ -33,20 +48,20 @@ def test_bench_decode_cache_phases_smoke(tiny_model_dir, multi30k_slice):
   assert all(int(b[6]) >= int(b[2]) for b in buckets), output
 
 
-def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, multi30k_slice):
+def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, short_lines):
   """`--model_dir --saved_model_decode_hparams=... --compare_saved_model_decode_hparams=...`: the
   decoder command, then a SavedModel and one that also refills 4 slots, both in default
   processes with their rounds interleaved: each row's rate, and outputs equal to the decoder's.
-  Both exports stop at 64 source subwords (the lines are far shorter, so the outputs are the
-  decoder's): 3 width buckets to trace instead of 5, about a fifth of this test's time."""
+  Both exports stop at 16 source subwords (the lines are shorter, so the outputs are the
+  decoder's): one width bucket to trace instead of 5."""
   model_dir, _ = tiny_model_dir
   output = run_script("bench_decode.py", f"--model_dir={model_dir}",
-                      f"--lines={multi30k_slice / 'test_2016_flickr.en'}", "--no_ctranslate2",
+                      f"--lines={short_lines}", "--no_ctranslate2",
                       "--no_in_process", "--rounds=1", "--batch=8",
-                      "--saved_model_decode_hparams=max_input_size=64",
-                      "--compare_saved_model_decode_hparams=max_input_size=64,refill_slots=4")
-  assert "SavedModel decode hparams: max_input_size=64" in output
-  for label in ("", " (max_input_size=64,refill_slots=4)"):
+                      "--saved_model_decode_hparams=max_input_size=16",
+                      "--compare_saved_model_decode_hparams=max_input_size=16,refill_slots=4")
+  assert "SavedModel decode hparams: max_input_size=16" in output
+  for label in ("", " (max_input_size=16,refill_slots=4)"):
     for what in ("translation only, best round", "start-up + first pass, compiles"):
       row = re.search(re.escape(f"| SavedModel{label}, default process ({what}) | ")
                       + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)

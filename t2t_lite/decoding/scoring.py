@@ -40,7 +40,7 @@ class Scorer:
 
   def __init__(self, model, alpha: float, batch_size: int = 32):
     self.model, self.alpha, self.batch_size = model, alpha, batch_size
-    self._log_probs = tf.function(self._target_log_probs, reduce_retracing=True)
+    self._log_probs = tf.function(self._target_log_probs, reduce_retracing=True, autograph=False)
 
   def _target_log_probs(self, inputs, targets):
     logits = self.model({"inputs": inputs, "targets": targets}, training=False)      # [B, T, V]

@@ -327,7 +327,7 @@ class Translator:
     # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
     self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
-                               jit_compile=bool(decode_hparams.xla))
+                               jit_compile=bool(decode_hparams.xla), autograph=False)
     # Sampling takes its seed as an argument: another seed (`reseeded`) runs the same programs.
     self._seeded = samples(decode_hparams)
 

@@ -107,7 +107,7 @@ def _tf_kernel(rate):
         tf.constant(_threshold(rate), tf.uint32)
     return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros_like(x))
 
-  return tf.function(kernel, jit_compile=True, reduce_retracing=True)
+  return tf.function(kernel, jit_compile=True, reduce_retracing=True, autograph=False)
 
 
 def tf_dropout(x, rate, seed):

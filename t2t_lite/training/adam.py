@@ -36,7 +36,7 @@ def _tf_kernel():
     v = v + (tf.square(gradient) - v) * (1 - beta_2)
     return m, v, w - m * alpha / (tf.sqrt(v) + epsilon)
 
-  return tf.function(kernel, jit_compile=True, reduce_retracing=True)
+  return tf.function(kernel, jit_compile=True, reduce_retracing=True, autograph=False)
 
 
 class OptionalAllReduce:

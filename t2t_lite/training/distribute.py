@@ -101,7 +101,8 @@ class ChiefDecisions:
       return tuple(values)
     if self._all_reduce is None:
       self._all_reduce = tf.function(self._sum_of_the_chiefs,
-                                     input_signature=[tf.TensorSpec([self.SIZE], tf.float64)])
+                                     input_signature=[tf.TensorSpec([self.SIZE], tf.float64)],
+                                     autograph=False)
     mine = [float(v) for v in values] + [0.0] * (self.SIZE - len(values))
     shared = self._all_reduce(tf.constant(mine if self.chief else [0.0] * self.SIZE, tf.float64))
     return tuple(float(v) for v in shared.numpy()[:len(values)])

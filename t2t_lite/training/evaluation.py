@@ -24,7 +24,7 @@ def eval_step_fn(model: keras.Model, label_smoothing: float):
   def eval_step(batch):
     logits = model(batch, training=False)
     return fast_smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
-  return tf.function(eval_step, reduce_retracing=True)
+  return tf.function(eval_step, reduce_retracing=True, autograph=False)
 
 
 def evaluate(step_fn, dataset: tf.data.Dataset, max_batches: int | None = None) -> dict:

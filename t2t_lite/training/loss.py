@@ -126,7 +126,7 @@ def _loss_sums(label_smoothing, vocab):
 
     return (tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights)), grad
 
-  return tf.function(sums, jit_compile=True, reduce_retracing=True)
+  return tf.function(sums, jit_compile=True, reduce_retracing=True, autograph=False)
 
 
 def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1, pad_id=PAD_ID,
@@ -214,4 +214,4 @@ def _loss_and_gradient(label_smoothing, vocab):
     d_logits = weights[:, None] * (exp / total - low - one_hot * (confidence - low))
     return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), d_logits
 
-  return tf.function(kernel, jit_compile=True, reduce_retracing=True)
+  return tf.function(kernel, jit_compile=True, reduce_retracing=True, autograph=False)

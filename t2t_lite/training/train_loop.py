@@ -224,7 +224,8 @@ class Trainer:
     elif warm_start is not None:  # T2T: a warm start only initializes a directory without checkpoints
       self._warm_start(warm_start)
     seed_dropout(self.model, hparams.seed, self.step)
-    self.gradients_fn = (tf.function(self.gradients, jit_compile=True, reduce_retracing=True)
+    self.gradients_fn = (tf.function(self.gradients, jit_compile=True, reduce_retracing=True,
+                                     autograph=False)
                          if hparams.xla_compile else self.gradients)
     self._micro_batches = 0
     self._step_fns = {}
@@ -341,7 +342,7 @@ class Trainer:
         if kind == "accumulate":  # each replica holds its share of the micro-batch's loss
           return self.strategy.reduce(SUM, loss, axis=None), self._first(tokens)
         return self._first(loss), self._first(tokens)  # the same on every replica
-      self._step_fns[kind] = tf.function(step, reduce_retracing=True)
+      self._step_fns[kind] = tf.function(step, reduce_retracing=True, autograph=False)
     return self._step_fns[kind]
 
   def _first(self, value):
