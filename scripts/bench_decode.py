@@ -128,7 +128,7 @@ def fixed_work_search(model, beam, xla=True):
   """The compiled cached search of the fixed work: EOS impossible, so every output is as long as
   its source (extra_length 0)."""
   dh = DecodeHParams(beam_size=beam, extra_length=0, xla=xla)
-  return tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
+  return tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla, autograph=False)
 
 
 def restore_for_search(model_dir, batch):

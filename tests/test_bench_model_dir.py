@@ -16,8 +16,8 @@ from test_benchmarks import run_script
 def short_lines(multi30k_slice, tmp_path_factory):
   """The 24 shortest of the slice's 100 test lines (at most 9 words, under 16 subwords): every
   search, the decoder's and each export's, runs in the narrowest width bucket only, so each
-  compiles one program per batch shape instead of one per width (measured: the tests' time
-  halved), and an export limited to 16 source subwords truncates none of them."""
+  compiles one program per batch shape instead of one per width, and an export limited to 16
+  source subwords truncates none of them."""
   lines = (multi30k_slice / "test_2016_flickr.en").read_text(encoding="utf-8").split("\n")[:100]
   path = tmp_path_factory.mktemp("short_lines") / "short.en"
   path.write_text("\n".join(sorted(lines, key=lambda line: len(line.split()))[:24]) + "\n",

@@ -255,8 +255,9 @@ def test_a_compiled_search_done_early_skips_the_later_phases(kind, xla):
                          lambda logits, step: ops.argmax(logits, axis=-1), **phases)
 
   phased = tf.function(lambda source, limits: search(source, limits, cache_phases(MAX_LENGTH)),
-                       jit_compile=xla)
-  one_phase = tf.function(lambda source, limits: search(source, limits, None), jit_compile=xla)
+                       jit_compile=xla, autograph=False)
+  one_phase = tf.function(lambda source, limits: search(source, limits, None), jit_compile=xla,
+                          autograph=False)
   as_numpy = lambda state: keras.tree.map_structure(ops.convert_to_numpy, state)  # noqa: E731
   early = np.array([5, 9, 12], "int32")
   state = as_numpy(phased(SOURCES, early))
@@ -326,7 +327,7 @@ def test_search_graph_phases_equal_one_phase(monkeypatch, xla, beam_size, constr
     dh = DecodeHParams(beam_size=beam_size, alpha=0.6, extra_length=20, xla=xla,
                        cache_phases=phases)
     search = translator.make_search_fn(fake, dh, 1024, tree_constraint() if constrained else None)
-    ids, scores = (t.numpy() for t in tf.function(search, jit_compile=xla)(GRAPH_SOURCES))
+    ids, scores = (t.numpy() for t in tf.function(search, jit_compile=xla, autograph=False)(GRAPH_SOURCES))
     results[phases], seen[phases] = (ids, scores), (sorted(set(fake.seen)), list(extended))
   max_length = GRAPH_SOURCES.shape[1] + 20                                       # 63
   assert seen[True] == ([16, 32, max_length], [32, max_length])

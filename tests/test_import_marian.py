@@ -193,7 +193,8 @@ def test_greedy_and_beam_search_equal_generate(hf_model_dir, imported, num_beams
     generated = generate(hf, t2t_finished_set=True, **settings)
     stock = generate(hf, **settings)
   search = tf.function(make_search_fn(model, DecodeHParams(beam_size=num_beams, alpha=0.0,
-                                                           extra_length=limit), 1024))
+                                                           extra_length=limit), 1024),
+                       autograph=False)
   sources = [vocab.encode(s) + [EOS_ID] for s in SOURCES]
   padded = np.array([s + [PAD_ID] * (max(map(len, sources)) - len(s)) for s in sources], np.int32)
   ids, scores = (x.numpy() for x in search(tf.constant(padded)))
@@ -240,7 +241,8 @@ def test_a_config_that_forbids_pad_decodes_without_pad(hf_model_dir, tmp_path):
   assert model_dir.read_model_dir(str(out))[1].never_predict_pad
   _, model, _ = model_dir.restore_model(str(out))
   ours_vocab = model_dir.load_vocab(str(out))
-  search = tf.function(make_search_fn(model, DecodeHParams(beam_size=1, extra_length=25), 1024))
+  search = tf.function(make_search_fn(model, DecodeHParams(beam_size=1, extra_length=25), 1024),
+                       autograph=False)
   sources = [ours_vocab.encode(s) + [EOS_ID] for s in SOURCES]
   padded = np.array([s + [PAD_ID] * (max(map(len, sources)) - len(s)) for s in sources], np.int32)
   ids = search(tf.constant(padded))[0].numpy()

@@ -119,7 +119,7 @@ def compiler(xla):
   if backend == "jax":
     return importlib.import_module("jax").jit
   tf = importlib.import_module("tensorflow")
-  return lambda fn: tf.function(fn, jit_compile=xla)
+  return lambda fn: tf.function(fn, jit_compile=xla, autograph=False)
 
 
 def test_rows_at_different_steps_match_teacher_forcing_and_scalar_decoding(model):

@@ -90,7 +90,7 @@ def reference(beam_size, constrained, best_only=False):
   """Each sentence alone through the batch search, as a graph: (ids [8, beams, 36], scores)."""
   model = tiny_model()
   search = tf.function(make_search_fn(model, decode_hparams(beam_size), model.config.max_position,
-                                      CONSTRAINT if constrained else None))
+                                      CONSTRAINT if constrained else None), autograph=False)
   results = [search(tf.constant(row[None]), best_only=best_only)
              for row in sources()[:len(LENGTHS)]]
   return (np.concatenate([ids.numpy() for ids, _ in results]),
@@ -117,7 +117,7 @@ def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refi
                                   memory)
   signature = [tf.TensorSpec([None, WIDTH], tf.int32), spec, tf.TensorSpec([], tf.int32)]
   compiled = tf.function(functools.partial(search, best_only=best_only), jit_compile=xla,
-                         input_signature=signature)
+                         input_signature=signature, autograph=False)
   outputs = [compiled(tf.constant(batch), memory, tf.constant(count)) for count in counts]
   assert compiled.experimental_get_tracing_count() == 1
   return [(ids.numpy(), scores.numpy()) for ids, scores in outputs]
