@@ -58,7 +58,7 @@ fi
 export TF_CPP_MIN_LOG_LEVEL=2
 t2t-lite-trainer --problem=translate_ende --hparams="${MODEL}_v1$HP" $DEVICES "${RAW[@]}" \
   --data_dir="$DATA" --output_dir="$OUT" --train_steps="$STEPS" \
-  --save_checkpoints_steps=$(( STEPS < 1000 ? 1 : 1000 )) --keep_checkpoint_max=20 --eval_steps=2
+  --save_checkpoints_steps=$(( STEPS < 1000 ? 2 : 1000 )) --keep_checkpoint_max=20 --eval_steps=2
 # With several workers, the chief (worker 0) owns the model directory and does the rest.
 if [ "$MODE" = multiworker ] && ! python -c 'import json, os, sys; t = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}); sys.exit(0 if t.get("type") == "chief" or (t.get("type") == "worker" and t.get("index") == 0) else 1)'; then
   echo "not the chief: done after training"
