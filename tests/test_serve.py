@@ -576,9 +576,13 @@ def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir
 
 
 def test_saved_model_warm_up_runs_each_bucket(exported, saved_backend):
+  """Each shape through `nbest`, then `serving_default` once (its graph's first call)."""
   saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=16)   # one compile
+  calls, best = [], saved._best   # pylint: disable=protected-access
+  saved._best = lambda text: calls.append(text.shape[0]) or best(text=text)   # pylint: disable=protected-access
   lines = []
   assert saved.warm_up(lines.append) == [(2, 16)]
+  assert calls == [2]
   assert lines[0].startswith("warm-up 1/1: batch 2 x 15 words ready in ")
   assert lines[1].startswith("warm-up: 1 shape in ")
   assert not saved_backend.warms_up   # the default: no warm-up
@@ -593,9 +597,11 @@ def test_saved_model_warm_up_stops_at_the_exports_source_limit(exported, backend
   assert limit < 1024
   saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=1024)
   sent = []
-  monkeypatch.setattr(saved, "decode", sent.append)   # the shapes only: nothing is decoded
+  # The shapes only: nothing is decoded. Each width through nbest, then serving_default once.
+  monkeypatch.setattr(saved, "decode", lambda sentences, best_only=False: sent.append((sentences, best_only)))
   assert saved.warm_up(lambda message: None) == [(2, w) for w in buckets.width_buckets(limit)]
-  assert [(len(s), len(s[0].split())) for s in sent] == [(2, w - 1) for w in buckets.width_buckets(limit)]
+  assert [(len(s), len(s[0].split()), best) for s, best in sent] == \
+      [(2, w - 1, False) for w in buckets.width_buckets(limit)] + [(2, 1, True)]
   (tmp_path / "assets.extra").mkdir()   # an export written before shapes.json
   assert backends._graph_width_buckets(str(tmp_path), {"max_input_size": 40}) == (16, 32, 40)
   assert backends._graph_width_buckets(str(tmp_path), {"max_input_size": -1}) == buckets.WIDTH_BUCKETS

@@ -231,11 +231,18 @@ class SavedModelBackend:
     warmup_max_width (the buckets stop at the export's source limit), with sentences of
     `width - 1` words "a" (one subword each with an English vocabulary, so they fill that
     bucket; the graph's tokenizer is not reachable from here to make sure). Returns the
-    (batch, width) shapes."""
+    (batch, width) shapes.
+
+    Then `serving_default` once, on one short sentence: it runs the same compiled programs (the
+    search takes `best_only` as an argument), but each signature's graph costs a first call of
+    its own (measured on the Multi30k model, Intel Xeon: 2.8 s, against 0.01 s for the next)."""
     widths = [w for w in self.width_buckets if w <= self.warmup_max_width]
-    return buckets.warm_up(self.batch_sizes, widths,
-                           lambda rows, width: self.decode([" ".join(["a"] * (width - 1))] * rows),
-                           log, lambda rows, width: f"batch {rows} x {width - 1} words")
+    shapes = buckets.warm_up(self.batch_sizes, widths,
+                             lambda rows, width: self.decode([" ".join(["a"] * (width - 1))] * rows),
+                             log, lambda rows, width: f"batch {rows} x {width - 1} words")
+    if shapes:
+      self.decode(["a"] * shapes[0][0], best_only=True)
+    return shapes
 
   def decode(self, sentences: list[str], best_only: bool = False) -> list[list[tuple[str, float]]]:
     text = self._tf.constant(sentences, self._tf.string)
