@@ -60,8 +60,7 @@ def tokenize(dataset, vocab, sampling_alpha=0.0):
     vocab = vocab.sampling(sampling_alpha)
 
   # The functions tf.data traces here are plain TensorFlow ops, with no Python control flow on
-  # tensors: `do_not_convert` spares them AutoGraph's source rewriting (about half the time of
-  # building the training pipeline).
+  # tensors: `do_not_convert` spares them AutoGraph's source rewriting (docs/testing.md).
   @tf.autograph.experimental.do_not_convert
   def tokenize_chunk(chunk):  # the target side may have a tokenizer of its own (PairedSubwordVocab)
     return {"inputs": vocab.tokenize(chunk["inputs"]),
