@@ -71,6 +71,7 @@ import tensorflow as tf
 
 from t2t_lite import cpu
 from t2t_lite.decoding.translator import make_search_fn
+from t2t_lite.graph_functions import graph_function
 from t2t_lite.hparams import DecodeHParams, get_hparams
 from t2t_lite.hparams.model_config import ModelConfig
 from t2t_lite.token_ids import EOS_ID
@@ -128,7 +129,7 @@ def fixed_work_search(model, beam, xla=True):
   """The compiled cached search of the fixed work: EOS impossible, so every output is as long as
   its source (extra_length 0)."""
   dh = DecodeHParams(beam_size=beam, extra_length=0, xla=xla)
-  return tf.function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla, autograph=False)
+  return graph_function(make_search_fn(NoEos(model), dh, 1024), jit_compile=xla)
 
 
 def restore_for_search(model_dir, batch):

@@ -13,7 +13,8 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # Lowest first. A module may import its own layer and the ones before it.
 LAYERS = (
     ("t2t_lite", "t2t_lite.registry", "t2t_lite.token_ids",  # names and ids everything shares
-     "t2t_lite.cpu"),              # /proc/cpuinfo, read without TensorFlow (the XLA cache's key)
+     "t2t_lite.cpu",               # /proc/cpuinfo, read without TensorFlow (the XLA cache's key)
+     "t2t_lite.graph_functions"),  # tf.function without AutoGraph: every graph the package traces
     ("t2t_lite.hparams",),         # HParams, ModelConfig, DecodeHParams, the sets
     ("t2t_lite.data",),            # vocabulary, text files, the tf.data pipeline, token shards
     ("t2t_lite.parsing",),         # trees of the parsing problem

@@ -237,6 +237,8 @@ def test_a_compiled_search_done_early_skips_the_later_phases(kind, xla):
   the search runs: the cache is never grown) and the state is the one-phase search's; outputs
   that reach the last phase grow it twice."""
   import tensorflow as tf
+
+  from t2t_lite.graph_functions import graph_function
   model = tiny_transformer()
   beam = 4 if kind == "beam" else 1
   grown = tf.Variable(0)
@@ -254,10 +256,9 @@ def test_a_compiled_search_done_early_skips_the_later_phases(kind, xla):
     return sampling_loop(eos_rising(model, beam, []), cache, 3, MAX_LENGTH,
                          lambda logits, step: ops.argmax(logits, axis=-1), **phases)
 
-  phased = tf.function(lambda source, limits: search(source, limits, cache_phases(MAX_LENGTH)),
-                       jit_compile=xla, autograph=False)
-  one_phase = tf.function(lambda source, limits: search(source, limits, None), jit_compile=xla,
-                          autograph=False)
+  phased = graph_function(lambda source, limits: search(source, limits, cache_phases(MAX_LENGTH)),
+                          jit_compile=xla)
+  one_phase = graph_function(lambda source, limits: search(source, limits, None), jit_compile=xla)
   as_numpy = lambda state: keras.tree.map_structure(ops.convert_to_numpy, state)  # noqa: E731
   early = np.array([5, 9, 12], "int32")
   state = as_numpy(phased(SOURCES, early))
@@ -303,9 +304,8 @@ def test_search_graph_phases_equal_one_phase(monkeypatch, xla, beam_size, constr
   """`make_search_fn` (the decoder's, dev BLEU's, the SavedModel's and the server's search) with
   `cache_phases` on and off: the same ids, scores within float noise, XLA and graph, beam and
   greedy, free and under the parsing constraint; with phases the early steps see short caches."""
-  import tensorflow as tf
-
   from t2t_lite.decoding import translator
+  from t2t_lite.graph_functions import graph_function
   from t2t_lite.hparams import DecodeHParams
   model = tiny_transformer(seed=1)
   extended, extend = [], translator.extend_cache
@@ -330,7 +330,7 @@ def test_search_graph_phases_equal_one_phase(monkeypatch, xla, beam_size, constr
     dh = DecodeHParams(beam_size=beam_size, alpha=0.6, extra_length=20, xla=xla,
                        cache_phases=phases)
     search = translator.make_search_fn(fake, dh, 1024, tree_constraint() if constrained else None)
-    ids, scores = (t.numpy() for t in tf.function(search, jit_compile=xla, autograph=False)(GRAPH_SOURCES))
+    ids, scores = (t.numpy() for t in graph_function(search, jit_compile=xla)(GRAPH_SOURCES))
     results[phases], seen[phases] = (ids, scores), (sorted(set(fake.seen)), list(extended))
   max_length = GRAPH_SOURCES.shape[1] + 20                                       # 63
   assert seen[True] == ([16, 32, max_length], [32, max_length])

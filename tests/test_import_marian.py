@@ -19,6 +19,7 @@ transformers = pytest.importorskip("transformers")
 from t2t_lite import model_dir  # noqa: E402
 from t2t_lite.bin import decoder, exporter, importer, trainer  # noqa: E402
 from t2t_lite.decoding.translator import make_search_fn  # noqa: E402
+from t2t_lite.graph_functions import graph_function  # noqa: E402
 from t2t_lite.hparams import DecodeHParams  # noqa: E402
 from t2t_lite.importers import arrays, marian  # noqa: E402
 from t2t_lite.token_ids import EOS_ID, PAD_ID  # noqa: E402
@@ -192,9 +193,8 @@ def test_greedy_and_beam_search_equal_generate(hf_model_dir, imported, num_beams
   with torch.no_grad():
     generated = generate(hf, t2t_finished_set=True, **settings)
     stock = generate(hf, **settings)
-  search = tf.function(make_search_fn(model, DecodeHParams(beam_size=num_beams, alpha=0.0,
-                                                           extra_length=limit), 1024),
-                       autograph=False)
+  search = graph_function(make_search_fn(model, DecodeHParams(beam_size=num_beams, alpha=0.0,
+                                                              extra_length=limit), 1024))
   sources = [vocab.encode(s) + [EOS_ID] for s in SOURCES]
   padded = np.array([s + [PAD_ID] * (max(map(len, sources)) - len(s)) for s in sources], np.int32)
   ids, scores = (x.numpy() for x in search(tf.constant(padded)))
@@ -241,8 +241,7 @@ def test_a_config_that_forbids_pad_decodes_without_pad(hf_model_dir, tmp_path):
   assert model_dir.read_model_dir(str(out))[1].never_predict_pad
   _, model, _ = model_dir.restore_model(str(out))
   ours_vocab = model_dir.load_vocab(str(out))
-  search = tf.function(make_search_fn(model, DecodeHParams(beam_size=1, extra_length=25), 1024),
-                       autograph=False)
+  search = graph_function(make_search_fn(model, DecodeHParams(beam_size=1, extra_length=25), 1024))
   sources = [ours_vocab.encode(s) + [EOS_ID] for s in SOURCES]
   padded = np.array([s + [PAD_ID] * (max(map(len, sources)) - len(s)) for s in sources], np.int32)
   ids = search(tf.constant(padded))[0].numpy()

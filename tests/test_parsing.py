@@ -463,6 +463,7 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
   import tensorflow as tf
   from t2t_lite.data.vocab import strip_ids
   from t2t_lite.decoding.translator import make_search_fn
+  from t2t_lite.graph_functions import graph_function
   from t2t_lite.hparams import DecodeHParams, ModelConfig
   from t2t_lite.models.transformer import Transformer
   problem, vocab = variant
@@ -481,7 +482,7 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
     decode_hparams = DecodeHParams(beam_size=beam_size, alpha=0.3, extra_length=40)
     search = make_search_fn(model, decode_hparams, 1024,
                             problem.decode_constraint(vocab) if constrained else None)
-    compiled = tf.function(search, jit_compile=True, autograph=False)
+    compiled = graph_function(search, jit_compile=True)
     ids, scores = (t.numpy() for t in compiled(tf.constant(batch)))
     repaired = 0
     for (source, _), row in zip(pairs, ids[:, 0]):

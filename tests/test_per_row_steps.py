@@ -118,8 +118,8 @@ def compiler(xla):
   backend = keras.backend.backend()
   if backend == "jax":
     return importlib.import_module("jax").jit
-  tf = importlib.import_module("tensorflow")
-  return lambda fn: tf.function(fn, jit_compile=xla, autograph=False)
+  graph_function = importlib.import_module("t2t_lite.graph_functions").graph_function
+  return lambda fn: graph_function(fn, jit_compile=xla)
 
 
 def test_rows_at_different_steps_match_teacher_forcing_and_scalar_decoding(model):

@@ -21,6 +21,7 @@ import tensorflow as tf
 from keras import ops
 
 from t2t_lite.decoding.translator import make_refill_fns, make_search_fn, pad_memory
+from t2t_lite.graph_functions import graph_function
 from t2t_lite.hparams import DecodeHParams, ModelConfig
 from t2t_lite.models import Transformer
 from t2t_lite.parsing.constraint import TreeConstraint
@@ -89,8 +90,8 @@ def decode_hparams(beam_size, shared=True, slots=DECODE.refill_slots):
 def reference(beam_size, constrained, best_only=False):
   """Each sentence alone through the batch search, as a graph: (ids [8, beams, 36], scores)."""
   model = tiny_model()
-  search = tf.function(make_search_fn(model, decode_hparams(beam_size), model.config.max_position,
-                                      CONSTRAINT if constrained else None), autograph=False)
+  search = graph_function(make_search_fn(model, decode_hparams(beam_size), model.config.max_position,
+                                         CONSTRAINT if constrained else None))
   results = [search(tf.constant(row[None]), best_only=best_only)
              for row in sources()[:len(LENGTHS)]]
   return (np.concatenate([ids.numpy() for ids, _ in results]),
@@ -116,8 +117,8 @@ def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refi
   spec = keras.tree.map_structure(lambda t: tf.TensorSpec([None] + list(t.shape[1:]), t.dtype),
                                   memory)
   signature = [tf.TensorSpec([None, WIDTH], tf.int32), spec, tf.TensorSpec([], tf.int32)]
-  compiled = tf.function(functools.partial(search, best_only=best_only), jit_compile=xla,
-                         input_signature=signature, autograph=False)
+  compiled = graph_function(functools.partial(search, best_only=best_only), jit_compile=xla,
+                            input_signature=signature)
   outputs = [compiled(tf.constant(batch), memory, tf.constant(count)) for count in counts]
   assert compiled.experimental_get_tracing_count() == 1
   return [(ids.numpy(), scores.numpy()) for ids, scores in outputs]

@@ -109,8 +109,7 @@ def test_search_with_the_shared_cache_equals_the_tiled_search(xla, constrained):
   """`make_search_fn`, beam 4, cache phases 16, 32, 63: every beam (the n-best list) the same
   ids with `shared_beam_cache` on and off, scores within float noise; outputs end on both sides
   of the phase boundaries."""
-  import tensorflow as tf
-
+  from t2t_lite.graph_functions import graph_function
   from t2t_lite.hparams import DecodeHParams
   model = tiny_transformer(seed=1)
 
@@ -126,7 +125,7 @@ def test_search_with_the_shared_cache_equals_the_tiled_search(xla, constrained):
     dh = DecodeHParams(beam_size=4, alpha=0.6, extra_length=20, xla=xla, shared_beam_cache=shared)
     search = translator.make_search_fn(EosRising(), dh, 1024,
                                        tree_constraint() if constrained else None)
-    compiled = tf.function(search, jit_compile=xla, autograph=False)
+    compiled = graph_function(search, jit_compile=xla)
     results[shared] = [t.numpy() for t in compiled(GRAPH_SOURCES)]
   np.testing.assert_array_equal(results[True][0], results[False][0])
   np.testing.assert_allclose(results[True][1], results[False][1], rtol=1e-5, atol=1e-5)

@@ -25,6 +25,7 @@ input_context=ctx))`: each input pipeline reads its own shard (`input_pipeline_i
 import numpy as np
 import tensorflow as tf
 
+from t2t_lite.graph_functions import dataset_function
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 MIN_BUCKET_LENGTH = 8
@@ -59,9 +60,8 @@ def tokenize(dataset, vocab, sampling_alpha=0.0):
                        "subword_sampling_alpha=0")
     vocab = vocab.sampling(sampling_alpha)
 
-  # The functions tf.data traces here are plain TensorFlow ops, with no Python control flow on
-  # tensors: `do_not_convert` spares them AutoGraph's source rewriting (docs/testing.md).
-  @tf.autograph.experimental.do_not_convert
+  # What tf.data traces here is plain TensorFlow ops: `dataset_function` traces it as written.
+  @dataset_function
   def tokenize_chunk(chunk):  # the target side may have a tokenizer of its own (PairedSubwordVocab)
     return {"inputs": vocab.tokenize(chunk["inputs"]),
             "targets": vocab.tokenize_targets(chunk["targets"])}
@@ -77,7 +77,7 @@ def append_eos(chunks, eos_id=EOS_ID):
   sentence ends.
   """
 
-  @tf.autograph.experimental.do_not_convert
+  @dataset_function
   def append(chunk):
     return {key: tf.concat([ids, tf.fill([ids.nrows(), 1], tf.constant(eos_id, ids.dtype))], axis=1)
             for key, ids in chunk.items()}
@@ -95,7 +95,7 @@ def truncate(chunks, max_input_length=0, max_target_length=0):
   if all(limit <= 0 for limit in limits.values()):
     return chunks
 
-  @tf.autograph.experimental.do_not_convert
+  @dataset_function
   def cut(chunk):
     return {key: ids[:, :limits[key]] if limits[key] > 0 else ids for key, ids in chunk.items()}
 
@@ -116,7 +116,7 @@ def filter_by_length(chunks, max_length):
   if not max_length:
     return chunks
 
-  @tf.autograph.experimental.do_not_convert
+  @dataset_function
   def keep_short(chunk):
     lengths = tf.maximum(tf.cast(chunk["inputs"].row_lengths(), tf.int64),
                          tf.cast(chunk["targets"].row_lengths(), tf.int64))           # [N]
@@ -190,7 +190,7 @@ def batch_by_length(dataset, batch_size, max_length, length_bucket_step=1.1,
   if fixed_batch_size:
     upper = tf.constant([-1], tf.int64)
     return dataset.ragged_batch(batch_size, drop_remainder=drop_remainder).map(
-        tf.autograph.experimental.do_not_convert(
+        dataset_function(
             lambda batch: _pad(batch, upper[0], False, batch_size, max_length)))
   if static_shapes:
     boundaries = [max_length]
@@ -201,19 +201,19 @@ def batch_by_length(dataset, batch_size, max_length, length_bucket_step=1.1,
   upper = tf.constant(boundaries + [-1], tf.int64)
   sizes = tf.constant(bucket_batch_sizes(boundaries, batch_size) + [1], tf.int64)
 
-  @tf.autograph.experimental.do_not_convert
+  @dataset_function
   def bucket_id(example):
     length = tf.cast(example_length(example), tf.int64)
     return tf.cast(tf.searchsorted(upper[:-1], tf.reshape(length, [1]), side="left")[0], tf.int64)
 
-  @tf.autograph.experimental.do_not_convert
+  @dataset_function
   def batch_window(bucket, window):
     return (window.ragged_batch(sizes[bucket], drop_remainder=drop_remainder)
-            .map(tf.autograph.experimental.do_not_convert(
+            .map(dataset_function(
                 lambda batch: _pad(batch, upper[bucket], static_shapes and drop_remainder,
                                    batch_size, max_length))))
 
-  window_size = tf.autograph.experimental.do_not_convert(lambda b: sizes[b])
+  window_size = dataset_function(lambda b: sizes[b])
   return dataset.group_by_window(bucket_id, batch_window, window_size_func=window_size)
 
 

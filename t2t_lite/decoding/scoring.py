@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from t2t_lite.decoding.beam_search import length_penalty
 from t2t_lite.decoding.translator import encode_sources, source_limit
+from t2t_lite.graph_functions import graph_function
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 
 # Scoring pads each batch's sources and targets to multiples of this (a few traces; the search
@@ -40,7 +41,7 @@ class Scorer:
 
   def __init__(self, model, alpha: float, batch_size: int = 32):
     self.model, self.alpha, self.batch_size = model, alpha, batch_size
-    self._log_probs = tf.function(self._target_log_probs, reduce_retracing=True, autograph=False)
+    self._log_probs = graph_function(self._target_log_probs, reduce_retracing=True)
 
   def _target_log_probs(self, inputs, targets):
     logits = self.model({"inputs": inputs, "targets": targets}, training=False)      # [B, T, V]

@@ -30,6 +30,7 @@ from t2t_lite.decoding import buckets, refill_search, sampling, xla_cache
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.models.transformer import join_cache, split_cache
 from t2t_lite.token_ids import EOS_ID, PAD_ID
+from t2t_lite.graph_functions import graph_function
 
 
 def make_search_fn(model, decode_hparams, max_position, constraint=None):
@@ -326,8 +327,8 @@ class Translator:
     # Static shapes: one trace per (padded batch, padded width), both from a few buckets.
     # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
     # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
-    self._search = tf.function(make_search_fn(model, decode_hparams, max_position, constraint),
-                               jit_compile=bool(decode_hparams.xla), autograph=False)
+    self._search = graph_function(make_search_fn(model, decode_hparams, max_position, constraint),
+                                  jit_compile=bool(decode_hparams.xla))
     # Sampling takes its seed as an argument: another seed (`reseeded`) runs the same programs.
     self._seeded = samples(decode_hparams)
 

@@ -48,6 +48,7 @@ from t2t_lite.decoding.translator import (entries_axis, make_refill_fns, make_se
                                           pad_memory, refills, source_limit)
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
+from t2t_lite.graph_functions import graph_function
 
 
 DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
@@ -91,9 +92,9 @@ class TranslationModule(tf.Module):
     # track: the signatures' graph calls them (and the SavedModel holds them as its functions),
     # but `tf.saved_model.save` would trace each tracked tf.function again, on its own.
     self.programs = types.SimpleNamespace()
-    self.programs.search = tf.function(make_search_fn(model, decode_hparams, max_position,
-                                                      constraint),
-                                       jit_compile=bool(decode_hparams.xla), autograph=False)
+    self.programs.search = graph_function(make_search_fn(model, decode_hparams, max_position,
+                                                         constraint),
+                                          jit_compile=bool(decode_hparams.xla))
     self.buckets = width_buckets(self.limit)
     self.out_lengths = [output_length(width, decode_hparams, max_position) for width in self.buckets]
     self.sub_batch_size = decode_hparams.sub_batch_size
@@ -103,11 +104,11 @@ class TranslationModule(tf.Module):
     self.refill = refills(decode_hparams)
     if self.refill:
       encode, refill = make_refill_fns(model, decode_hparams, max_position, constraint)
-      self.programs.encode = tf.function(encode, jit_compile=bool(decode_hparams.xla), autograph=False)
-      self.programs.refill = tf.function(refill, jit_compile=bool(decode_hparams.xla), autograph=False)
+      self.programs.encode = graph_function(encode, jit_compile=bool(decode_hparams.xla))
+      self.programs.refill = graph_function(refill, jit_compile=bool(decode_hparams.xla))
       # The memory's structure, shapes and dtypes, batch and source width unknown: a trace of
       # the encoder that runs nothing (the model is built: its variables are tracked above).
-      memory = tf.function(encode, autograph=False).get_concrete_function(
+      memory = graph_function(encode).get_concrete_function(
           tf.TensorSpec([None, None], tf.int32)).structured_outputs
       self._memory_spec = tf.nest.map_structure(lambda t: tf.TensorSpec(t.shape, t.dtype), memory)
     text_spec = [tf.TensorSpec([None], tf.string, name="text")]
@@ -116,11 +117,10 @@ class TranslationModule(tf.Module):
     # `best_only` is an argument of the compiled searches: serving_default's beam search stops a
     # sentence once its best hypothesis is found, nbest's once the whole list is (one program each
     # shape for both).
-    self._search_text_fn = tf.function(
-        self._search_text, input_signature=text_spec + [tf.TensorSpec([], tf.bool)], autograph=False
-    ).get_concrete_function()
-    self.serve = tf.function(self._serve, input_signature=text_spec, autograph=False)
-    self.serve_nbest = tf.function(self._serve_nbest, input_signature=text_spec, autograph=False)
+    self._search_text_fn = graph_function(
+        self._search_text, input_signature=text_spec + [tf.TensorSpec([], tf.bool)]).get_concrete_function()
+    self.serve = graph_function(self._serve, input_signature=text_spec)
+    self.serve_nbest = graph_function(self._serve_nbest, input_signature=text_spec)
 
   def _search_text(self, text, best_only):
     """text [N] -> (ids [N, beams, L], scores [N, beams], nonempty [N]); `best_only` (scalar

@@ -98,6 +98,7 @@ def replica_seed(seed):
 def _tf_kernel(rate):
   """XLA-compiled `(x, seed [2] int32) -> dropout(x)`, one function per rate."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from t2t_lite.graph_functions import graph_function  # pylint: disable=import-outside-toplevel
   mix = _tf_mix
 
   def kernel(x, seed):
@@ -107,7 +108,7 @@ def _tf_kernel(rate):
         tf.constant(_threshold(rate), tf.uint32)
     return tf.where(keep, x * tf.cast(1.0 / (1.0 - rate), x.dtype), tf.zeros_like(x))
 
-  return tf.function(kernel, jit_compile=True, reduce_retracing=True, autograph=False)
+  return graph_function(kernel, jit_compile=True, reduce_retracing=True)
 
 
 def tf_dropout(x, rate, seed):

@@ -30,13 +30,14 @@ import keras
 def _tf_kernel():
   """XLA-compiled `(g, m, v, w, alpha, beta_1, beta_2, epsilon) -> (m', v', w')`."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from t2t_lite.graph_functions import graph_function  # pylint: disable=import-outside-toplevel
 
   def kernel(gradient, m, v, w, alpha, beta_1, beta_2, epsilon):
     m = m + (gradient - m) * (1 - beta_1)
     v = v + (tf.square(gradient) - v) * (1 - beta_2)
     return m, v, w - m * alpha / (tf.sqrt(v) + epsilon)
 
-  return tf.function(kernel, jit_compile=True, reduce_retracing=True, autograph=False)
+  return graph_function(kernel, jit_compile=True, reduce_retracing=True)
 
 
 class OptionalAllReduce:

@@ -14,6 +14,7 @@ import os
 import tensorflow as tf
 
 from t2t_lite import fast_path
+from t2t_lite.graph_functions import graph_function
 
 
 def make_strategy(worker_gpu=None, tpu=None):
@@ -100,9 +101,8 @@ class ChiefDecisions:
     if not self.several:
       return tuple(values)
     if self._all_reduce is None:
-      self._all_reduce = tf.function(self._sum_of_the_chiefs,
-                                     input_signature=[tf.TensorSpec([self.SIZE], tf.float64)],
-                                     autograph=False)
+      self._all_reduce = graph_function(self._sum_of_the_chiefs,
+                                        input_signature=[tf.TensorSpec([self.SIZE], tf.float64)])
     mine = [float(v) for v in values] + [0.0] * (self.SIZE - len(values))
     shared = self._all_reduce(tf.constant(mine if self.chief else [0.0] * self.SIZE, tf.float64))
     return tuple(float(v) for v in shared.numpy()[:len(values)])

@@ -16,6 +16,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.problems import Problem
 from t2t_lite.training.loss import fast_smoothed_cross_entropy
+from t2t_lite.graph_functions import graph_function
 
 
 def eval_step_fn(model: keras.Model, label_smoothing: float):
@@ -24,7 +25,7 @@ def eval_step_fn(model: keras.Model, label_smoothing: float):
   def eval_step(batch):
     logits = model(batch, training=False)
     return fast_smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
-  return tf.function(eval_step, reduce_retracing=True, autograph=False)
+  return graph_function(eval_step, reduce_retracing=True)
 
 
 def evaluate(step_fn, dataset: tf.data.Dataset, max_batches: int | None = None) -> dict:

@@ -102,6 +102,7 @@ def _loss_sums(label_smoothing, vocab):
   becomes [None, None] once N varies, so V is passed here as a Python int.
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from t2t_lite.graph_functions import graph_function  # pylint: disable=import-outside-toplevel
   eps = label_smoothing
   confidence, low, _ = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
 
@@ -126,7 +127,7 @@ def _loss_sums(label_smoothing, vocab):
 
     return (tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights)), grad
 
-  return tf.function(sums, jit_compile=True, reduce_retracing=True, autograph=False)
+  return graph_function(sums, jit_compile=True, reduce_retracing=True)
 
 
 def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1, pad_id=PAD_ID,
@@ -200,6 +201,7 @@ def _loss_and_gradient(label_smoothing, vocab):
   """The XLA-compiled `(logits [R, V], targets [R], weights [R]) -> (loss_sum, nll_sum,
   d loss_sum / d logits [R, V])`, one function per (label_smoothing, vocab)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  from t2t_lite.graph_functions import graph_function  # pylint: disable=import-outside-toplevel
   eps = label_smoothing
   confidence, low, _ = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
 
@@ -214,4 +216,4 @@ def _loss_and_gradient(label_smoothing, vocab):
     d_logits = weights[:, None] * (exp / total - low - one_hot * (confidence - low))
     return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), d_logits
 
-  return tf.function(kernel, jit_compile=True, reduce_retracing=True, autograph=False)
+  return graph_function(kernel, jit_compile=True, reduce_retracing=True)

@@ -64,6 +64,7 @@ from t2t_lite.training.loss import projected_cross_entropy
 from t2t_lite.training.evaluation import write_scalars as _write_scalars
 from t2t_lite.training.schedule import TransformerSchedule
 from t2t_lite.token_ids import PAD_ID
+from t2t_lite.graph_functions import graph_function
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -224,8 +225,7 @@ class Trainer:
     elif warm_start is not None:  # T2T: a warm start only initializes a directory without checkpoints
       self._warm_start(warm_start)
     seed_dropout(self.model, hparams.seed, self.step)
-    self.gradients_fn = (tf.function(self.gradients, jit_compile=True, reduce_retracing=True,
-                                     autograph=False)
+    self.gradients_fn = (graph_function(self.gradients, jit_compile=True, reduce_retracing=True)
                          if hparams.xla_compile else self.gradients)
     self._micro_batches = 0
     self._step_fns = {}
@@ -342,7 +342,7 @@ class Trainer:
         if kind == "accumulate":  # each replica holds its share of the micro-batch's loss
           return self.strategy.reduce(SUM, loss, axis=None), self._first(tokens)
         return self._first(loss), self._first(tokens)  # the same on every replica
-      self._step_fns[kind] = tf.function(step, reduce_retracing=True, autograph=False)
+      self._step_fns[kind] = graph_function(step, reduce_retracing=True)
     return self._step_fns[kind]
 
   def _first(self, value):
