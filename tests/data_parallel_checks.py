@@ -13,6 +13,7 @@ run its weights' moving average, OUT/ema-2.npz).
 import json
 import os
 import sys
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -268,7 +269,7 @@ def check_ema(strategy, out):
 def check_poisoned_gradient(strategy, out, value, replica, from_call):
   """Trains the poisoned model; returns whether it stopped, and what was saved."""
   POISON.update(value=value, replica=replica, from_call=from_call)
-  hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=1.0")
+  hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=1.0,static_batch_shapes=true")
   result = {"raised": None}
   try:
     train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hp, out, None, train_steps=10,
@@ -279,6 +280,14 @@ def check_poisoned_gradient(strategy, out, value, replica, from_call):
   return result
 
 
+def timed(name, fn, *args, **kwargs):
+  """fn(*args, **kwargs), its seconds printed to stderr (what each check costs the suite)."""
+  start = time.time()
+  result = fn(*args, **kwargs)
+  print(f"{name}: {time.time() - start:.1f} s", file=sys.stderr, flush=True)
+  return result
+
+
 def main():
   os.makedirs(OUT, exist_ok=True)
   if MODE == "mirrored":
@@ -286,20 +295,22 @@ def main():
       strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
       out = f"{OUT}/{n}"
       results = {"replicas": strategy.num_replicas_in_sync,
-                 **check_masks(strategy, 0),
-                 "trainer_masks": trainer_masks(strategy, out),
-                 "clipping": check_clipping_and_accumulation(strategy, f"{out}/clip", more=n == 2)}
+                 **timed(f"{n} devices, masks", check_masks, strategy, 0),
+                 "trainer_masks": timed(f"{n} devices, trainer masks", trainer_masks, strategy, out),
+                 "clipping": timed(f"{n} devices, clipping", check_clipping_and_accumulation, strategy,
+                                   f"{out}/clip", more=n == 2)}
       if n == 2:
-        np.savez(f"{OUT}/ema-{n}.npz", **check_ema(strategy, f"{out}/ema"))
+        np.savez(f"{OUT}/ema-{n}.npz", **timed(f"{n} devices, ema", check_ema, strategy, f"{out}/ema"))
         # Replica 1's gradient turns +inf (NaN: the workers' run; each poisoned run costs a trace).
-        results["poisoned"] = check_poisoned_gradient(strategy, f"{out}/poisoned", float("inf"), 1, 4)
+        results["poisoned"] = timed(f"{n} devices, poisoned", check_poisoned_gradient, strategy,
+                                    f"{out}/poisoned", float("inf"), 1, 4)
       with open(f"{OUT}/{MODE}-{n}.json", "w", encoding="utf-8") as f:
         json.dump(results, f)
   else:
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
                "trainer_masks": trainer_masks(strategy, OUT)}
-    hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
+    hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5,static_batch_shapes=true")  # dropout on
     # Every decision is the chief's. Its clock reads 10 s per update, worker 1's 100 s: a checkpoint
     # every 15 s is one at update 2 (and the last, 4) on the chief's clock, but one at every update
     # on worker 1's; a budget of 35 s ends the chief's run at update 4, worker 1's at 1. And a
