@@ -230,6 +230,10 @@ class Trainer:
     self._micro_batches = 0
     self._step_fns = {}
     self._eval_fn = None
+    # The batches' type spec (a distributed iterator's `element_spec`), if known before the first
+    # step: the step is then traced once, for every batch shape the spec admits, instead of once
+    # for the first shape and again for the relaxed one (`train_and_evaluate` sets it).
+    self.batch_spec = None
 
   def _warm_start(self, warm_start: model_dir.WarmStart):
     """The source checkpoint's weights (and, as asked, its optimizer state and step); a model
@@ -342,7 +346,10 @@ class Trainer:
         if kind == "accumulate":  # each replica holds its share of the micro-batch's loss
           return self.strategy.reduce(SUM, loss, axis=None), self._first(tokens)
         return self._first(loss), self._first(tokens)  # the same on every replica
-      self._step_fns[kind] = graph_function(step, reduce_retracing=True)
+      if self.batch_spec is None:
+        self._step_fns[kind] = graph_function(step, reduce_retracing=True)
+      else:
+        self._step_fns[kind] = graph_function(step, input_signature=[self.batch_spec])
     return self._step_fns[kind]
 
   def _first(self, value):
@@ -489,6 +496,7 @@ def train_and_evaluate(
   dataset_fn = train_dataset_fn or (lambda ctx: problem.dataset(
       "train", data_dir, seeded, training=True, input_context=ctx))
   iterator = iter(strategy.distribute_datasets_from_function(dataset_fn))
+  trainer.batch_spec = iterator.element_spec
   eval_at_saves = eval_every is None and save_checkpoints_secs > 0
   eval_every = eval_every or save_checkpoints_steps
   writers = ({k: tf.summary.create_file_writer(os.path.join(output_dir, k)) for k in ("train", "eval")}
