@@ -14,18 +14,14 @@ A Python `if` on a tensor inside them is an error at trace time (`OperatorNotAll
 not a silently converted branch: write `tf.cond` / `keras.ops.cond`, or `tf.where`.
 """
 
-import functools
-
 import tensorflow as tf
 
 
-def graph_function(fn=None, **kwargs):
-  """`tf.function(fn, autograph=False, **kwargs)`; with no `fn`, a decorator taking the same kwargs."""
+def graph_function(fn, **kwargs):
+  """`tf.function(fn, autograph=False, **kwargs)`."""
   if "autograph" in kwargs:
     raise TypeError("graph_function traces without AutoGraph by design: drop the autograph argument "
                     "(write control flow on tensors with tf.cond / tf.while_loop)")
-  if fn is None:
-    return functools.partial(graph_function, **kwargs)
   return tf.function(fn, autograph=False, **kwargs)
 
 

@@ -73,12 +73,7 @@ def test_graph_function_traces_as_written():
     compiled(tf.constant([1.0, 2.0]))
 
 
-def test_graph_function_as_a_decorator_and_its_error():
-  @graph_function(reduce_retracing=True)
-  def double(x):
-    return x * 2
-
-  assert float(double(tf.constant(2.0))) == 4.0
+def test_graph_function_refuses_an_autograph_argument():
   with pytest.raises(TypeError, match="without AutoGraph"):
     graph_function(_python_if, autograph=True)
 
