@@ -269,7 +269,7 @@ def check_ema(strategy, out):
 def check_poisoned_gradient(strategy, out, value, replica, from_call):
   """Trains the poisoned model; returns whether it stopped, and what was saved."""
   POISON.update(value=value, replica=replica, from_call=from_call)
-  hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=1.0,static_batch_shapes=true")
+  hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=1.0")
   result = {"raised": None}
   try:
     train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hp, out, None, train_steps=10,
@@ -310,7 +310,7 @@ def main():
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
     results = {"replicas": strategy.num_replicas_in_sync, **check_masks(strategy, INDEX),
                "trainer_masks": trainer_masks(strategy, OUT)}
-    hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5,static_batch_shapes=true")  # dropout on
+    hp = get_hparams("transformer_tiny", MICRO + ",clip_grad_norm=0.5")  # dropout on
     # Every decision is the chief's. Its clock reads 10 s per update, worker 1's 100 s: a checkpoint
     # every 15 s is one at update 2 (and the last, 4) on the chief's clock, but one at every update
     # on worker 1's; a budget of 35 s ends the chief's run at update 4, worker 1's at 1. And a

@@ -22,10 +22,8 @@ from t2t_lite.hparams import get_hparams
 from t2t_lite.problems import get_problem
 from t2t_lite.training import average, best, train_loop
 
-# Static batch shapes: one trace of the step per run instead of one per new batch shape (these
-# tests check what is saved and kept, whatever the shapes).
 MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
-         "max_length=16,eval_bleu_examples=0,learning_rate_warmup_steps=20,static_batch_shapes=true")
+         "max_length=16,eval_bleu_examples=0,learning_rate_warmup_steps=20")
 SCORES = {2: 1.0, 4: 3.0, 6: 2.0, 8: 3.0, 10: 9.0}  # the best is step 4's: 8 only equals it
 
 

@@ -24,9 +24,6 @@ TINY = "transformer_tiny"
 # A very small model for the plumbing tests; the learning test uses the real tiny set.
 MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
          "max_length=16,eval_bleu_examples=0")
-# For tests of what is saved and resumed, whatever the shapes: every batch padded to max_length,
-# so a run traces its step once instead of once per new batch shape.
-STATIC = MICRO + ",static_batch_shapes=true"
 
 
 @pytest.fixture(scope="module")
@@ -34,9 +31,35 @@ def copy_run(tmp_path_factory):
   """The model directory of the copy task trained 6 updates, a checkpoint every 2."""
   root = tmp_path_factory.mktemp("copy_run")
   out = str(root / "run")
-  train_loop.train_and_evaluate(get_problem("algorithmic_copy"), get_hparams(TINY, STATIC), out,
+  train_loop.train_and_evaluate(get_problem("algorithmic_copy"), get_hparams(TINY, MICRO), out,
                                 str(root / "data"), train_steps=6, eval_steps=0, save_checkpoints_steps=2)
   return out
+
+
+def test_a_run_traces_its_step_once_for_every_batch_shape(tmp_path, monkeypatch):
+  """train_and_evaluate gives the trainer the pipeline's element_spec: the copy task's length
+  buckets make batches of several shapes, yet each step kind is traced once (without the spec,
+  once for the first shape and again, relaxed, for the next)."""
+  trainers, shapes = [], set()
+
+  class Recorded(train_loop.Trainer):
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      trainers.append(self)
+
+    def train_step(self, dist_batch):
+      shapes.add(tuple(dist_batch["targets"].shape))
+      return super().train_step(dist_batch)
+
+  monkeypatch.setattr(train_loop, "Trainer", Recorded)
+  train_loop.train_and_evaluate(get_problem("algorithmic_copy"),
+                                get_hparams(TINY, MICRO + ",gradient_accumulation_steps=2"),
+                                str(tmp_path / "run"), str(tmp_path / "data"), train_steps=4,
+                                eval_steps=0, save_checkpoints_steps=4)
+  assert len(shapes) > 2, shapes
+  step_fns = trainers[0]._step_fns  # pylint: disable=protected-access
+  assert sorted(step_fns) == ["accumulate", "update"]
+  assert [step_fns[kind].experimental_get_tracing_count() for kind in sorted(step_fns)] == [1, 1]
 
 
 def test_checkpoint_restores_every_model_variable(copy_run):
@@ -169,7 +192,7 @@ def test_sigkill_then_rerun_resumes_from_last_checkpoint(tmp_path, capsys):
   """Killed mid-training once checkpoint 20 exists, the second (polled, no deadline: the first run
   asks for far more steps than it can reach before the kill, so no speed makes it finish first)."""
   out = tmp_path / "run"
-  args = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={STATIC}",
+  args = ["--problem=algorithmic_reverse", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
           f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}",
           "--save_checkpoints_steps=10", "--eval_steps=0", "--log_every=10"]
   log = tmp_path / "first_run.log"  # a file, not a pipe: a full pipe would block the trainer
@@ -226,7 +249,7 @@ BLOCKED_SAVE_SCRIPT = textwrap.dedent("""
 
 def test_kill_inside_a_checkpoint_save_keeps_the_previous_one_and_the_rerun_resumes(tmp_path, capsys):
   out = tmp_path / "run"
-  args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={STATIC}",
+  args = ["--problem=algorithmic_copy", "--hparams_set=transformer_tiny", f"--hparams={MICRO}",
           f"--data_dir={tmp_path / 'data'}", f"--output_dir={out}", "--train_steps=8",
           "--save_checkpoints_steps=2", "--eval_steps=0", "--log_every=2"]
   # Killed inside the save of ckpt-4 (a fresh run), then of ckpt-6 (the rerun, from ckpt-2).
