@@ -19,13 +19,17 @@ from t2t_lite.training.loss import fast_smoothed_cross_entropy
 from t2t_lite.graph_functions import graph_function
 
 
-def eval_step_fn(model: keras.Model, label_smoothing: float):
-  """`fn(batch) -> (label-smoothed loss sum, target tokens, NLL sum)`, a tf.function built once
-  (later evaluations reuse its traces)."""
+def eval_step_fn(model: keras.Model, label_smoothing: float, batch_spec=None):
+  """`fn(batch) -> (label-smoothed loss sum, target tokens, NLL sum)`, a graph built once
+  (later evaluations reuse its traces). Given the eval dataset's `element_spec` as `batch_spec`,
+  it is traced once for every batch shape the dataset makes (and refuses batches of another
+  structure or dtype); without, once for the first shape and again, relaxed, for the next."""
   def eval_step(batch):
     logits = model(batch, training=False)
     return fast_smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
-  return graph_function(eval_step, reduce_retracing=True)
+  if batch_spec is None:
+    return graph_function(eval_step, reduce_retracing=True)
+  return graph_function(eval_step, input_signature=[batch_spec])
 
 
 def evaluate(step_fn, dataset: tf.data.Dataset, max_batches: int | None = None) -> dict:
@@ -69,7 +73,8 @@ def evaluate_checkpoints(problem: Problem, output_dir: str, data_dir: str | None
   `timeout_minutes` (T2T's continuous_eval with --eval_timeout_mins). Prints each evaluation and
   writes it to OUTPUT_DIR/`summary_name`; returns the last one (with its "step")."""
   hparams, model = model_dir.build_recorded_model(output_dir)
-  step_fn = eval_step_fn(model, hparams.label_smoothing)
+  dataset = problem.dataset(split, data_dir, hparams, training=False)  # read again at each checkpoint
+  step_fn = eval_step_fn(model, hparams.label_smoothing, dataset.element_spec)
   writer = tf.summary.create_file_writer(os.path.join(output_dir, summary_name))
   if continuous:
     paths = tf.train.checkpoints_iterator(output_dir, timeout=timeout_minutes * 60)
@@ -82,8 +87,7 @@ def evaluate_checkpoints(problem: Problem, output_dir: str, data_dir: str | None
   for path in paths:
     model_dir.restore_weights(model, path)  # the moving averages of the weights when it has them
     step = checkpoint_step(path)
-    results = evaluate(step_fn, problem.dataset(split, data_dir, hparams, training=False),
-                       eval_steps)
+    results = evaluate(step_fn, dataset, eval_steps)
     if evaluate_fn is not None:
       results.update(evaluate_fn(model))
     write_scalars(writer, step, results)

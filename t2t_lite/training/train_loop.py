@@ -229,7 +229,7 @@ class Trainer:
                          if hparams.xla_compile else self.gradients)
     self._micro_batches = 0
     self._step_fns = {}
-    self._eval_fn = None
+    self._eval_fn = self._eval_spec = None
     # The batches' type spec (a distributed iterator's `element_spec`), if known before the first
     # step: the step is then traced once, for every batch shape the spec admits, instead of once
     # for the first shape and again for the relaxed one (`train_and_evaluate` sets it).
@@ -380,8 +380,12 @@ class Trainer:
   def evaluate(self, dataset, max_batches=None):
     """Dev loss (label-smoothed, per token), unsmoothed per-token NLL and perplexity (of the
     weights' moving averages when weight_ema_decay > 0: call inside `evaluated_weights`)."""
-    if self._eval_fn is None:  # built once: later evaluations reuse its traces
-      self._eval_fn = evaluation.eval_step_fn(self.model, self.hparams.label_smoothing)
+    # Built once for the dataset's element_spec (one trace for all its batch shapes): later
+    # evaluations of a dataset of the same spec reuse it.
+    if self._eval_fn is None or self._eval_spec != dataset.element_spec:
+      self._eval_spec = dataset.element_spec
+      self._eval_fn = evaluation.eval_step_fn(self.model, self.hparams.label_smoothing,
+                                              self._eval_spec)
     return evaluation.evaluate(self._eval_fn, dataset, max_batches)
 
   @contextlib.contextmanager
