@@ -8,6 +8,7 @@ model's layers and Keras' own code: docs/testing.md). So every graph function of
 made here:
 
     step = graph_function(train_step, jit_compile=True, reduce_retracing=True)
+    step = batch_function(eval_step, dataset.element_spec)   # one trace for every batch shape
     dataset.map(dataset_function(lambda chunk: ...))   # what tf.data traces
 
 A Python `if` on a tensor inside them is an error at trace time (`OperatorNotAllowedInGraphError`),
@@ -28,3 +29,13 @@ def graph_function(fn, **kwargs):
 def dataset_function(fn):
   """`fn` marked for tf.data (`Dataset.map`, `group_by_window`, ...) to trace as written."""
   return tf.autograph.experimental.do_not_convert(fn)
+
+
+def batch_function(fn, batch_spec=None):
+  """`fn(batch)` as a graph function traced for the batches' type spec (a dataset's or a
+  distributed iterator's `element_spec`): once for every batch shape the spec admits, and an
+  error for a batch of another structure or dtype. Without a spec: traced for the first batch's
+  shape and once more, relaxed (`reduce_retracing`), when another shape comes."""
+  if batch_spec is None:
+    return graph_function(fn, reduce_retracing=True)
+  return graph_function(fn, input_signature=[batch_spec])

@@ -12,7 +12,7 @@ import pathlib
 import pytest
 import tensorflow as tf
 
-from t2t_lite.graph_functions import dataset_function, graph_function
+from t2t_lite.graph_functions import batch_function, dataset_function, graph_function
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 LIBRARY = [REPO / "t2t_lite", REPO / "hparams", REPO / "problems"]
@@ -83,3 +83,22 @@ def test_dataset_function_traces_as_written():
   assert [float(x) for x in numbers.map(_python_if)] == [2.0, -2.0]  # converted by default
   with pytest.raises(tf.errors.OperatorNotAllowedInGraphError):
     numbers.map(dataset_function(_python_if))
+
+
+def test_batch_function_traces_once_for_the_spec_and_twice_without():
+  """Given a dataset's element_spec, one trace serves batches of every shape it admits and a batch
+  of another dtype is refused; without one, the first shape is traced and then a relaxed one."""
+  batches = tf.data.Dataset.from_generator(
+      lambda: (tf.ones([n, n + 1], tf.int32) for n in (1, 2, 3)),
+      output_signature=tf.TensorSpec([None, None], tf.int32))
+  def counted(traces):
+    return lambda batch: traces.append(batch.shape) or tf.reduce_sum(batch)
+
+  for spec, expected_traces in ((batches.element_spec, 1), (None, 2)):
+    traces = []
+    fn = batch_function(counted(traces), spec)
+    assert [int(fn(batch)) for batch in batches] == [2, 6, 12]
+    assert len(traces) == expected_traces, traces
+  fn = batch_function(tf.reduce_sum, batches.element_spec)
+  with pytest.raises(TypeError):
+    fn(tf.ones([2, 2], tf.float32))

@@ -185,6 +185,17 @@ def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice,
     evaluated.set()
 
   monkeypatch.setattr(evaluation, "write_scalars", write_scalars)
+  # The eval step is traced once for both checkpoints and all their batch shapes.
+  traces, shapes, real_loss, real_evaluate = [], set(), evaluation.fast_smoothed_cross_entropy, \
+      evaluation.evaluate
+  monkeypatch.setattr(evaluation, "fast_smoothed_cross_entropy",
+                      lambda *args: traces.append(1) or real_loss(*args))
+
+  def evaluate(step_fn, dataset, max_batches=None):
+    shapes.update(tuple(batch["targets"].shape) for batch in dataset.take(max_batches))
+    return real_evaluate(step_fn, dataset, max_batches)
+
+  monkeypatch.setattr(evaluation, "evaluate", evaluate)
 
   def write_next_checkpoint():
     while not (evaluated.wait(1) or finished.is_set()):
@@ -202,10 +213,11 @@ def test_continuous_eval_follows_new_checkpoints(tiny_model_dir, multi30k_slice,
     # The timeout only ends a run whose checkpoint never comes (a broken test), never a slow one.
     results = evaluation.evaluate_checkpoints(
         get_problem("translate_ende_multi30k", raw_data_dir=str(multi30k_slice)), str(model_dir),
-        str(tiny_model_dir[1]), eval_steps=1, continuous=True, train_steps=1000, timeout_minutes=60)
+        str(tiny_model_dir[1]), eval_steps=3, continuous=True, train_steps=1000, timeout_minutes=60)
   finally:
     finished.set()
     writer.join()
   printed = capsys.readouterr().out
   assert f"eval of {os.path.basename(latest)} on dev" in printed
   assert "eval of ckpt-1000 on dev" in printed and results["step"] == 1000
+  assert len(shapes) > 1 and len(traces) == 1, (shapes, traces)

@@ -142,7 +142,8 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
 def test_evaluation_traces_once_for_every_batch_shape_and_never_again(tmp_path, monkeypatch):
   """The trainer's eval function is built once for the dev dataset's element_spec: one trace
   for batches of several shapes (without the spec, one for the first shape and another, relaxed,
-  for the next), and a later evaluation traces nothing (each trace runs the loss in Python once)."""
+  for the next), a later evaluation traces nothing (each trace runs the loss in Python once), and
+  a dataset of another spec is traced for its own."""
   traces = []
   real_loss = evaluation.fast_smoothed_cross_entropy
   monkeypatch.setattr(evaluation, "fast_smoothed_cross_entropy",
@@ -155,6 +156,11 @@ def test_evaluation_traces_once_for_every_batch_shape_and_never_again(tmp_path, 
   first = trainer.evaluate(dev(), 3)
   assert len(traces) == 1
   assert trainer.evaluate(dev(), 3) == first and len(traces) == 1
+  # A dataset of another spec (one batch, its shape static) gets a function of its own, once.
+  one_batch = tf.data.Dataset.from_tensors(next(iter(dev()))).repeat(2)
+  trainer.evaluate(one_batch)
+  trainer.evaluate(one_batch)
+  assert len(traces) == 2
 
 
 def _main(argv, capsys):

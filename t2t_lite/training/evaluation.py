@@ -16,7 +16,7 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.problems import Problem
 from t2t_lite.training.loss import fast_smoothed_cross_entropy
-from t2t_lite.graph_functions import graph_function
+from t2t_lite.graph_functions import batch_function
 
 
 def eval_step_fn(model: keras.Model, label_smoothing: float, batch_spec=None):
@@ -27,9 +27,7 @@ def eval_step_fn(model: keras.Model, label_smoothing: float, batch_spec=None):
   def eval_step(batch):
     logits = model(batch, training=False)
     return fast_smoothed_cross_entropy(logits, batch["targets"], label_smoothing)
-  if batch_spec is None:
-    return graph_function(eval_step, reduce_retracing=True)
-  return graph_function(eval_step, input_signature=[batch_spec])
+  return batch_function(eval_step, batch_spec)
 
 
 def evaluate(step_fn, dataset: tf.data.Dataset, max_batches: int | None = None) -> dict:

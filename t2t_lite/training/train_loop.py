@@ -64,7 +64,7 @@ from t2t_lite.training.loss import projected_cross_entropy
 from t2t_lite.training.evaluation import write_scalars as _write_scalars
 from t2t_lite.training.schedule import TransformerSchedule
 from t2t_lite.token_ids import PAD_ID
-from t2t_lite.graph_functions import graph_function
+from t2t_lite.graph_functions import batch_function, graph_function
 
 SUM = tf.distribute.ReduceOp.SUM
 
@@ -229,7 +229,7 @@ class Trainer:
                          if hparams.xla_compile else self.gradients)
     self._micro_batches = 0
     self._step_fns = {}
-    self._eval_fn = self._eval_spec = None
+    self._eval_fn = None
     # The batches' type spec (a distributed iterator's `element_spec`), if known before the first
     # step: the step is then traced once, for every batch shape the spec admits, instead of once
     # for the first shape and again for the relaxed one (`train_and_evaluate` sets it).
@@ -346,10 +346,7 @@ class Trainer:
         if kind == "accumulate":  # each replica holds its share of the micro-batch's loss
           return self.strategy.reduce(SUM, loss, axis=None), self._first(tokens)
         return self._first(loss), self._first(tokens)  # the same on every replica
-      if self.batch_spec is None:
-        self._step_fns[kind] = graph_function(step, reduce_retracing=True)
-      else:
-        self._step_fns[kind] = graph_function(step, input_signature=[self.batch_spec])
+      self._step_fns[kind] = batch_function(step, self.batch_spec)
     return self._step_fns[kind]
 
   def _first(self, value):
@@ -382,10 +379,9 @@ class Trainer:
     weights' moving averages when weight_ema_decay > 0: call inside `evaluated_weights`)."""
     # Built once for the dataset's element_spec (one trace for all its batch shapes): later
     # evaluations of a dataset of the same spec reuse it.
-    if self._eval_fn is None or self._eval_spec != dataset.element_spec:
-      self._eval_spec = dataset.element_spec
+    if self._eval_fn is None or self._eval_fn.input_signature[0] != dataset.element_spec:
       self._eval_fn = evaluation.eval_step_fn(self.model, self.hparams.label_smoothing,
-                                              self._eval_spec)
+                                              dataset.element_spec)
     return evaluation.evaluate(self._eval_fn, dataset, max_batches)
 
   @contextlib.contextmanager
