@@ -196,6 +196,11 @@ class DecodeHParams:
   # time against 2.8 s for sub-batches of 32 (2026-11-27, shared 2-core machine, untimed).
   # Sampling (sampling_temperature > 0) always runs sub-batches.
   refill_slots: int = 0
+  # When a beam search stops a sentence: "exact", T2T's bound (once no alive hypothesis can beat
+  # the finished ones, even at the longest allowed length: the full search's results), or
+  # "finished", also once beam_size of its hypotheses have ended (CTranslate2's rule with a length
+  # penalty, fairseq's): fewer steps, most at large alpha, and results that may differ.
+  beam_stop: str = "exact"
 
   def replace(self, **changes) -> "DecodeHParams":
     return dataclasses.replace(self, **changes)
@@ -210,6 +215,9 @@ class DecodeHParams:
           f"(off: each request one batch), got {self.sub_batch_size}")
     check(bool(self.delimiter), "delimiter must not be empty")
     check(self.sampling_temperature >= 0, "sampling_temperature must be >= 0")
+    check(self.beam_stop in ("exact", "finished"),
+          f"beam_stop must be 'exact' (T2T's bound) or 'finished' (stop once beam_size "
+          f"hypotheses have ended), got {self.beam_stop!r}")
     check(not (self.sampling_temperature > 0 and self.beam_size > 1),
           "sampling (sampling_temperature > 0) needs beam_size=1")
 

@@ -3,6 +3,7 @@
 Backend-agnostic (keras.ops + numpy): run with KERAS_BACKEND=tensorflow and KERAS_BACKEND=jax.
 """
 
+import functools
 import importlib
 import itertools
 import math
@@ -35,6 +36,15 @@ def compiled(fn):
 
 def numpy(x):
   return ops.convert_to_numpy(x)
+
+
+def on_accelerator():
+  """Whether the backend computes on a GPU (the JAX pass on a GPU machine: docs/testing.md)."""
+  if keras.backend.backend() == "jax":
+    return importlib.import_module("jax").default_backend() != "cpu"
+  if keras.backend.backend() == "tensorflow":
+    return bool(importlib.import_module("tensorflow").config.list_logical_devices("GPU"))
+  return False
 
 
 def gnmt_score(log_prob, length, alpha):
@@ -160,6 +170,21 @@ def test_best_only_stops_once_the_best_is_final():
     np.testing.assert_allclose(scores[0, 0], gnmt_score(math.log(0.54), 2, 2.0), rtol=1e-5)
 
 
+def test_the_finished_stop_ends_once_the_beam_has_ended():
+  # The example above: [EOS] ends at step 1 and [A, EOS] at step 2, so with beam 2 the finished
+  # set is full at step 2, where T2T's bound waits until step 5 (best only) or 13 (n-best). The
+  # best is the same here; the rule alone does not promise that (see the reference test below).
+  fn, _ = markov_fn(EARLY_STOP)
+  for best_only in (True, False):
+    state = run_beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=20, alpha=2.0,
+                            best_only=best_only, stop_when_finished=True)
+    assert int(numpy(state.step)) == 2
+  ids, scores = map(numpy, beam_search(fn, {}, 1, 2, 5, 20, alpha=2.0, stop_when_finished=True))
+  assert [until_eos(row) for row in ids[0]] == [(A, EOS), (EOS,)]
+  np.testing.assert_allclose(scores[0], [gnmt_score(math.log(0.54), 2, 2.0),
+                                         gnmt_score(math.log(0.3), 1, 2.0)], rtol=1e-5)
+
+
 @pytest.mark.parametrize("seed,alpha", [(11, 0.6), (12, 1.2), (13, 2.0)])
 def test_best_only_keeps_the_best_beam_and_never_runs_longer(seed, alpha):
   # Sentences of a batch with their own limits, the rule given as a Python bool and as a tensor
@@ -189,6 +214,53 @@ def test_best_only_keeps_the_best_beam_and_never_runs_longer(seed, alpha):
 
 
 # ---------------------------------------------------------------- a tiny recurrent "model"
+
+
+def reference_beam_search(model, h0, beam, limit, alpha, stop_when_finished):
+  """T2T's algorithm in plain Python over the model's numpy twin, one sentence: each step keeps
+  the 2 * beam best extensions; those ending in EOS join the finished set (the beam best by
+  GNMT score), the beam best others stay alive. Stops at `limit`, at T2T's n-best bound, or
+  (`stop_when_finished`) once the finished set is full. Returns ([(score, tokens)] best first,
+  finished ones then alive ones by log-probability, and the steps run)."""
+  alive, finished = [(0.0, (), h0)], []
+  for step in range(1, limit + 1):
+    candidates = []
+    for log_prob, prefix, h in alive:
+      h_next, log_probs = model.log_probs(h, prefix[-1] if prefix else PAD, len(prefix))
+      candidates += [(log_prob + log_probs[t], prefix + (t,), h_next) for t in range(model.vocab)]
+    candidates = sorted(candidates, key=lambda c: -c[0])[:2 * beam]
+    finished = sorted(finished + [(gnmt_score(lp, step, alpha), seq) for lp, seq, _ in candidates
+                                  if seq[-1] == EOS], reverse=True)[:beam]
+    alive = [c for c in candidates if c[1][-1] != EOS][:beam]
+    bound = finished and finished[-1][0] > alive[0][0] / ((5.0 + limit) / 6.0) ** alpha
+    if bound or (stop_when_finished and len(finished) == beam):
+      break
+  return finished + [(lp, seq) for lp, seq, _ in alive][:beam - len(finished)], step
+
+
+@pytest.mark.parametrize("seed,alpha", [(21, 0.6), (22, 1.2), (23, 2.0)])
+def test_the_finished_stop_equals_a_plain_reference_and_never_runs_longer(seed, alpha):
+  """`stop_when_finished` against the reference above: every slot's tokens and score, and the
+  steps, for sentences of a batch with their own limits (compiled, as the translator runs it)."""
+  model, limits, beam = TinyRecurrentModel(vocab=6, hidden=8, seed=seed), [4, 7, 9], 3
+  cache = model.initial_cache(3, seed=seed + 1)
+  lengths = np.asarray(limits, "int32")
+  steps = {}
+  for finished_rule in (True, False):
+    state = run_beam_search(model.symbols_to_logits, cache, 3, beam, 6, 9, alpha=alpha,
+                            decode_lengths=lengths, stop_when_finished=finished_rule)
+    steps[finished_rule] = int(numpy(state.step))
+  search = compiled(lambda cache, lengths: beam_search(
+      model.symbols_to_logits, cache, 3, beam, 6, 9, alpha=alpha, decode_lengths=lengths,
+      stop_when_finished=True))
+  ids, scores = map(numpy, search(cache, lengths))
+  reference_steps = []
+  for b, limit in enumerate(limits):
+    expected, ran = reference_beam_search(model, cache["layer_0"]["h"][b], beam, limit, alpha, True)
+    reference_steps.append(ran)
+    np.testing.assert_array_equal(ids[b], [seq + (PAD,) * (9 - len(seq)) for _, seq in expected])
+    np.testing.assert_allclose(scores[b], [score for score, _ in expected], rtol=1e-4, atol=1e-5)
+  assert steps[True] == max(reference_steps) <= steps[False]
 
 
 class TinyRecurrentModel:
@@ -346,7 +418,10 @@ def test_top_candidates_equal_top_k_of_the_log_probs(vocab, k, chunk):
   logits, alive = ops.convert_to_tensor(logits), ops.convert_to_tensor(alive)
   values, index = top_candidates(logits, alive, k, chunk)
   expected_values, expected_index = reference_candidates(logits, alive, k)
-  np.testing.assert_array_equal(numpy(values), numpy(expected_values))
+  # Bit for bit on a CPU; a GPU's fused log-softmax of the reference may differ in the last bit.
+  assert_values_equal = (functools.partial(np.testing.assert_allclose, rtol=1e-6)
+                         if on_accelerator() else np.testing.assert_array_equal)
+  assert_values_equal(numpy(values), numpy(expected_values))
   np.testing.assert_array_equal(numpy(index), numpy(expected_index))
   # A mask removes candidates (the winners among them) but keeps the unmasked log-probabilities.
   mask = rng.random(size=(4, 4, vocab)) < 0.3
@@ -355,7 +430,7 @@ def test_top_candidates_equal_top_k_of_the_log_probs(vocab, k, chunk):
   log_probs = ops.log_softmax(logits, axis=-1) + alive[..., None]
   expected_values, expected_index = ops.top_k(
       ops.reshape(ops.where(mask, log_probs, -np.inf), (4, -1)), k)
-  np.testing.assert_array_equal(numpy(values), numpy(expected_values))
+  assert_values_equal(numpy(values), numpy(expected_values))
   np.testing.assert_array_equal(numpy(index), numpy(expected_index))
 
 

@@ -82,15 +82,17 @@ def sources():
   return batch
 
 
-def decode_hparams(beam_size, shared=True, slots=DECODE.refill_slots):
-  return DECODE.replace(beam_size=beam_size, shared_beam_cache=shared, refill_slots=slots)
+def decode_hparams(beam_size, shared=True, slots=DECODE.refill_slots, beam_stop="exact"):
+  return DECODE.replace(beam_size=beam_size, shared_beam_cache=shared, refill_slots=slots,
+                        beam_stop=beam_stop)
 
 
 @functools.cache
-def reference(beam_size, constrained, best_only=False):
+def reference(beam_size, constrained, best_only=False, beam_stop="exact"):
   """Each sentence alone through the batch search, as a graph: (ids [8, beams, 36], scores)."""
   model = tiny_model()
-  search = graph_function(make_search_fn(model, decode_hparams(beam_size), model.config.max_position,
+  search = graph_function(make_search_fn(model, decode_hparams(beam_size, beam_stop=beam_stop),
+                                         model.config.max_position,
                                          CONSTRAINT if constrained else None))
   results = [search(tf.constant(row[None]), best_only=best_only)
              for row in sources()[:len(LENGTHS)]]
@@ -99,12 +101,12 @@ def reference(beam_size, constrained, best_only=False):
 
 
 def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refill_slots,
-             order=None, best_only=False):
+             order=None, best_only=False, beam_stop="exact"):
   """The refill search over all ROWS rows, the sentences in `order` (then the padding rows),
   decoding the first `count` of them for each of `counts` (one compiled program: the count is an
   argument); `shared`: the decode hparam `shared_beam_cache`; `order` default: index order."""
   model = tiny_model()
-  encode, search = make_refill_fns(model, decode_hparams(beam_size, shared, slots),
+  encode, search = make_refill_fns(model, decode_hparams(beam_size, shared, slots, beam_stop),
                                    model.config.max_position, CONSTRAINT if constrained else None)
   rows = list(range(len(LENGTHS)) if order is None else order) + list(range(len(LENGTHS), ROWS))
   batch = sources()[rows]
@@ -203,6 +205,15 @@ def test_refill_search_stopping_at_the_best_beam_gives_the_batch_searchs_results
   if not constrained:  # one sentence stops sooner, before its other beams are the full search's
     assert not np.array_equal(want_ids, full_ids)
   (ids, scores), = refilled(3, constrained, True, counts=(len(LENGTHS),), best_only=True)
+  check_equal((ids[:len(LENGTHS)], scores[:len(LENGTHS)]), (want_ids, want_scores), 3)
+
+
+def test_refill_search_with_the_finished_stop_gives_the_batch_searchs_results():
+  """Decode hparam `beam_stop=finished` (a sentence stops once beam_size hypotheses have ended):
+  through the slots as in the batch search with it."""
+  want_ids, want_scores = reference(3, False, beam_stop="finished")
+  assert not np.array_equal(want_ids, reference(3, False)[0])  # it stops sooner than the exact rule
+  (ids, scores), = refilled(3, False, False, counts=(len(LENGTHS),), beam_stop="finished")
   check_equal((ids[:len(LENGTHS)], scores[:len(LENGTHS)]), (want_ids, want_scores), 3)
 
 

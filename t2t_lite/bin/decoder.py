@@ -9,8 +9,10 @@ model directory, whose hparams.json says what the model is). --decode_interactiv
 line at a time; --score_file scores given `source<TAB>target` pairs. Decode hparams (T2T's):
 beam_size, alpha, extra_length (100), batch_size, return_beams, write_beam_scores (T2T's n-best:
 text<TAB>score<TAB>text<TAB>score...), max_input_size (<= 0: no limit), num_samples, num_decodes,
-delimiter, sampling_temperature, top_k, seed, xla, constrained. The search programs XLA
-compiles are kept in OUTPUT_DIR/xla_cache (--xla_cache_dir), so the next run loads them.
+delimiter, sampling_temperature, top_k, seed, xla, constrained; t2t_lite's beam_stop (exact:
+T2T's bound; finished: stop once beam_size hypotheses have ended, faster, not exact). The search
+programs XLA compiles are kept in OUTPUT_DIR/xla_cache (--xla_cache_dir), so the next run loads
+them.
 """
 
 import os

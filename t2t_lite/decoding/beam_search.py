@@ -31,6 +31,12 @@ The algorithm (T2T's):
   `stop_early=(top_beams == 1)`), the bound is checked against the best finished one instead:
   the best is then final, and the search stops sooner (most at large alpha); the other slots hold
   what the search had when it stopped.
+- Optionally (`stop_when_finished`, decode hparam `beam_stop=finished`), a sentence also stops as
+  soon as `beam` of its hypotheses have ended (its finished set is full), as fairseq does and as
+  CTranslate2 does with a length penalty (patience 1; it counts the hypotheses that end among a
+  step's `beam` best candidates, this rule among the 2 * beam). Not exact: a hypothesis still
+  alive could have ended later with a better score; the search stops sooner, most at large
+  alpha and long limits, where the bound is loose.
 - Output slots that no finished hypothesis filled hold the best alive hypotheses, scored by their
   raw log-probability (T2T returns the alive ones when a sentence finishes none).
 
@@ -271,7 +277,7 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       constraint=constraint_state)
 
 
-def sentence_done(state, limits, alpha, stop_early, best_only=False):
+def sentence_done(state, limits, alpha, stop_early, best_only=False, stop_when_finished=False):
   """Which sentences are over: reached their length limit, or (stop_early) cannot improve.
 
   The bound (T2T's `_is_finished`): alive log-probs only fall as tokens are added and the length
@@ -280,6 +286,8 @@ def sentence_done(state, limits, alpha, stop_early, best_only=False):
   the finished set is final. With `best_only` (a Python bool, or a scalar bool tensor: one
   compiled search serves both), the best finished score is compared instead, T2T's rule when it
   returns one beam (`stop_early=(top_beams == 1)`): the best hypothesis is then final.
+  `stop_when_finished` (a Python bool) also stops a sentence whose `beam` finished slots are all
+  filled (see the module docstring): not exact.
   """
   done = state.done | (state.step >= limits)                                     # [batch]
   if not stop_early:
@@ -290,6 +298,8 @@ def sentence_done(state, limits, alpha, stop_early, best_only=False):
       ops.where(has_finished, state.finished_scores, float("inf")), axis=1)      # [batch]
   compared = ops.where(best_only, ops.max(state.finished_scores, axis=1), lowest_finished)  # [batch]
   bound_met = ops.any(has_finished, axis=1) & (compared > best_possible)         # [batch]
+  if stop_when_finished:
+    bound_met = bound_met | ops.all(has_finished, axis=1)                        # [batch]
   return done | bound_met                                                        # [batch]
 
 
@@ -332,7 +342,7 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                     max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                     constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
-                    reorder_cache=None, best_only=False):
+                    reorder_cache=None, best_only=False, stop_when_finished=False):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
@@ -344,7 +354,8 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   def body(state):
     state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
                  constraint, reorder_cache)
-    return (state._replace(done=sentence_done(state, limits, alpha, stop_early, best_only)),)
+    return (state._replace(done=sentence_done(state, limits, alpha, stop_early, best_only,
+                                              stop_when_finished)),)
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.done))
@@ -358,7 +369,7 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                 max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                 constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
-                reorder_cache=None, best_only=False):
+                reorder_cache=None, best_only=False, stop_when_finished=False):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -378,6 +389,9 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
     best_only: only the best hypothesis is wanted (a Python bool, or a scalar bool tensor):
       stop a sentence once it is provably found (T2T's `stop_early=(top_beams == 1)`). Its
       ids and score are those of the full search; the other slots may differ.
+    stop_when_finished: also stop a sentence once `beam_size` of its hypotheses have ended
+      (CTranslate2's and fairseq's rule; a Python bool). Faster, not exact: the results may
+      differ from the full search's (see the module docstring).
     constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`. The state
       ([batch, ...]) is tiled to the beams and reordered with them.
     cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`):
@@ -407,5 +421,5 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
   return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
                                   stop_early, constraint, constraint_state, cache_lengths,
-                                  extend_cache, reorder_cache, best_only),
+                                  extend_cache, reorder_cache, best_only, stop_when_finished),
                   fill_with_alive=constraint is None)

@@ -77,10 +77,11 @@ class _BeamSlots:
   """Each slot runs `beam_search`'s algorithm for its sentence."""
 
   def __init__(self, beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache,
-               best_only):
+               best_only, stop_when_finished):
     self.beams, self.vocab_size, self.alpha = beam_size, vocab_size, alpha
     self.eos_id, self.stop_early, self.constraint = eos_id, stop_early, constraint
     self.reorder_cache, self.best_only = reorder_cache, best_only
+    self.stop_when_finished = stop_when_finished
 
   def fresh(self, slots, max_decode_length):
     """A new sentence's state in every slot (constraint {}: the caller's)."""
@@ -94,7 +95,7 @@ class _BeamSlots:
     state = grow(state, symbols_to_logits_fn, slots, self.beams, self.vocab_size, self.alpha,
                  self.eos_id, self.constraint, self.reorder_cache)
     return state._replace(done=sentence_done(state, limits, self.alpha, self.stop_early,
-                                             self.best_only))
+                                             self.best_only, self.stop_when_finished))
 
   def done(self, state):
     return state.done                                                            # [slots]
@@ -143,7 +144,8 @@ def _select_rows(rows, new, old):
 def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slots, beam_size,
                   vocab_size, max_decode_length, decode_lengths, num_sentences=None, alpha=0.6,
                   eos_id=EOS_ID, stop_early=True, constraint=None, constraint_state=None,
-                  cache_lengths=None, extend_cache=None, reorder_cache=None, best_only=False):
+                  cache_lengths=None, extend_cache=None, reorder_cache=None, best_only=False,
+                  stop_when_finished=False):
   """Decodes N sentences through `num_slots` slots refilled as sentences finish.
 
   Args:
@@ -160,8 +162,8 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     decode_lengths: int32 [N], each sentence's maximum output length, EOS included.
     num_sentences: optional scalar: only sentences 0 .. num_sentences - 1 are decoded, the others
       (padding) get ids 0 and score 0. Default: all N.
-    alpha, eos_id, stop_early, best_only: as `beam_search` (a slot whose sentence's best
-      hypothesis is found, with best_only, takes the next sentence sooner).
+    alpha, eos_id, stop_early, best_only, stop_when_finished: as `beam_search` (a slot whose
+      sentence stops sooner, with best_only or stop_when_finished, takes the next one sooner).
     constraint, constraint_state: optional, a constraint and its initial state [N, ...] per
       sentence (`t2t_lite.decoding.constraints`).
     cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`).
@@ -179,7 +181,7 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
                      "(constraint.initial_state(...), one row per sentence)")
   algo = (_GreedySlots(eos_id, constraint) if beam_size == 1 else
           _BeamSlots(beam_size, vocab_size, alpha, eos_id, stop_early, constraint, reorder_cache,
-                     best_only))
+                     best_only, stop_when_finished))
   beams = algo.beams
   # The callback's inputs: one copy per slot for a cache the beams share, else one per row.
   copies = 1 if reorder_cache is not None else beams

@@ -58,6 +58,10 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
   stops a sentence as soon as that one is provably found (`beam_search`'s `best_only`, T2T's rule
   for one beam): a Python bool, or a scalar bool tensor, so that one compiled search serves
   both the best and the n-best. The best ids and score are the same either way.
+
+  Decode hparam `beam_stop`: "exact" (T2T's bound: the results are the full search's), or
+  "finished" (a sentence also stops once `beam_size` of its hypotheses have ended: CTranslate2's
+  rule, faster, not exact; `beam_search`'s `stop_when_finished`).
   """
   dh = decode_hparams
   limit = source_limit(dh, max_position)
@@ -88,7 +92,7 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
       return search_lib.beam_search(
           symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
           alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases,
-          **reorder, best_only=best_only)
+          **reorder, best_only=best_only, stop_when_finished=dh.beam_stop == "finished")
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
@@ -153,7 +157,7 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
         decoding_callback(model), memory, growing, slots, dh.beam_size, model.vocab_size,
         max_decode_length, decode_lengths, num_sentences, alpha=dh.alpha, eos_id=EOS_ID,
         cache_lengths=cache_lengths, extend_cache=extend_cache, **constrained, **reorder,
-        best_only=best_only)
+        best_only=best_only, stop_when_finished=dh.beam_stop == "finished")
 
   return encode, search
 

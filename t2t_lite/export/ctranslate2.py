@@ -244,6 +244,9 @@ def decode_record(decode_hparams: DecodeHParams, max_position: int, quantization
                          "power of length closest to that over 5-60 pieces (0.79 alpha), not "
                          "alpha: beam search with alpha != 0 may still rank differently; greedy "
                          "and alpha = 0 rank alike"),
+      "stopping": ("CTranslate2 stops a sentence's beam search once beam_size hypotheses have "
+                   "ended (t2t_lite's decode hparam beam_stop=finished); t2t_lite's default, "
+                   "beam_stop=exact, runs until T2T's bound proves the result final"),
       "quantization": quantization,
       "max_position": max_position,
   }
