@@ -198,8 +198,9 @@ class DecodeHParams:
   refill_slots: int = 0
   # When a beam search stops a sentence: "exact", T2T's bound (once no alive hypothesis can beat
   # the finished ones, even at the longest allowed length: the full search's results), or
-  # "finished", also once beam_size of its hypotheses have ended (CTranslate2's rule with a length
-  # penalty, fairseq's): fewer steps, most at large alpha, and results that may differ.
+  # "finished", also once beam_size of its hypotheses have ended among their step's beam_size best
+  # candidates (CTranslate2's rule with a length penalty): fewer steps, most at large alpha, and
+  # results that may differ.
   beam_stop: str = "exact"
 
   def replace(self, **changes) -> "DecodeHParams":

@@ -171,8 +171,9 @@ def test_best_only_stops_once_the_best_is_final():
 
 
 def test_the_finished_stop_ends_once_the_beam_has_ended():
-  # The example above: [EOS] ends at step 1 and [A, EOS] at step 2, so with beam 2 the finished
-  # set is full at step 2, where T2T's bound waits until step 5 (best only) or 13 (n-best). The
+  # The example above: [EOS] ends at step 1 and [A, EOS] at step 2, each the best or second best
+  # candidate of its step, so with beam 2 the search stops at step 2, where T2T's bound waits
+  # until step 5 (best only) or 13 (n-best). The
   # best is the same here; the rule alone does not promise that (see the reference test below).
   fn, _ = markov_fn(EARLY_STOP)
   for best_only in (True, False):
@@ -220,9 +221,10 @@ def reference_beam_search(model, h0, beam, limit, alpha, stop_when_finished):
   """T2T's algorithm in plain Python over the model's numpy twin, one sentence: each step keeps
   the 2 * beam best extensions; those ending in EOS join the finished set (the beam best by
   GNMT score), the beam best others stay alive. Stops at `limit`, at T2T's n-best bound, or
-  (`stop_when_finished`) once the finished set is full. Returns ([(score, tokens)] best first,
-  finished ones then alive ones by log-probability, and the steps run)."""
-  alive, finished = [(0.0, (), h0)], []
+  (`stop_when_finished`) once `beam` hypotheses have ended among their step's `beam` best
+  extensions (CTranslate2's count). Returns ([(score, tokens)] best first, finished ones then
+  alive ones by log-probability, and the steps run)."""
+  alive, finished, ended = [(0.0, (), h0)], [], 0
   for step in range(1, limit + 1):
     candidates = []
     for log_prob, prefix, h in alive:
@@ -232,8 +234,9 @@ def reference_beam_search(model, h0, beam, limit, alpha, stop_when_finished):
     finished = sorted(finished + [(gnmt_score(lp, step, alpha), seq) for lp, seq, _ in candidates
                                   if seq[-1] == EOS], reverse=True)[:beam]
     alive = [c for c in candidates if c[1][-1] != EOS][:beam]
+    ended += sum(seq[-1] == EOS for _, seq, _ in candidates[:beam])
     bound = finished and finished[-1][0] > alive[0][0] / ((5.0 + limit) / 6.0) ** alpha
-    if bound or (stop_when_finished and len(finished) == beam):
+    if bound or (stop_when_finished and ended >= beam):
       break
   return finished + [(lp, seq) for lp, seq, _ in alive][:beam - len(finished)], step
 

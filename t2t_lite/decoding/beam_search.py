@@ -32,11 +32,11 @@ The algorithm (T2T's):
   the best is then final, and the search stops sooner (most at large alpha); the other slots hold
   what the search had when it stopped.
 - Optionally (`stop_when_finished`, decode hparam `beam_stop=finished`), a sentence also stops as
-  soon as `beam` of its hypotheses have ended (its finished set is full), as fairseq does and as
-  CTranslate2 does with a length penalty (patience 1; it counts the hypotheses that end among a
-  step's `beam` best candidates, this rule among the 2 * beam). Not exact: a hypothesis still
-  alive could have ended later with a better score; the search stops sooner, most at large
-  alpha and long limits, where the bound is loose.
+  soon as `beam` of its hypotheses have ended among the `beam` best candidates of their step,
+  CTranslate2's rule with a length penalty (patience 1). (Counting those among all 2 * beam
+  candidates, which fills the finished set, stopped far too soon at alpha 1.2: docs/performance.md.)
+  Not exact: a hypothesis still alive could have ended later with a better score; the search
+  stops sooner, most at large alpha and long limits, where the bound is loose.
 - Output slots that no finished hypothesis filled hold the best alive hypotheses, scored by their
   raw log-probability (T2T returns the alive ones when a sentence finishes none).
 
@@ -65,6 +65,7 @@ class BeamState(NamedTuple):
   finished_ids: Any      # [batch, beam, max_decode_length + 1] int32
   finished_scores: Any   # [batch, beam] float32: length-penalised; -inf for an empty slot
   done: Any              # [batch] bool: this sentence's search is over (its state is frozen)
+  ended: Any             # [batch] int32: hypotheses that ended among a step's beam best candidates
   cache: Any             # nested dict, each tensor [batch * beam, ...]
   constraint: Any        # the constraint's state, each tensor [batch * beam, ...] ({} if none)
 
@@ -137,6 +138,7 @@ def init_state(initial_cache, batch_size, beam_size, max_decode_length, constrai
       finished_ids=ops.full(ids_shape, START_ID, dtype="int32"),                # [batch, beam, L+1]
       finished_scores=ops.full((batch_size, beam_size), NEG_INF, "float32"),    # [batch, beam]
       done=ops.zeros((batch_size,), "bool"),                                    # [batch]
+      ended=ops.zeros((batch_size,), "int32"),                                  # [batch]
       cache=(tile_to_beams(initial_cache, beam_size) if tile_cache
              else initial_cache),                                               # [batch*beam, ...]
       constraint=tile_to_beams(constraint_state or {}, beam_size))              # [batch*beam, ...]
@@ -264,6 +266,8 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       ops.concatenate([state.finished_scores, new_scores], axis=1), beam_size)   # [b, beam]
   finished_ids = _gather(
       ops.concatenate([state.finished_ids, topk_ids], axis=1), finished_pick)    # [b, beam, L+1]
+  # Candidates come best first: those of the beam best that ended (`stop_when_finished`'s count).
+  ended = state.ended + ops.sum(ops.cast(topk_finished[:, :beam_size], "int32"), axis=1)  # [b]
 
   done = state.done                                                              # [batch]
   return BeamState(
@@ -273,6 +277,7 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       finished_ids=_keep_done(done, state.finished_ids, finished_ids),           # [b, beam, L+1]
       finished_scores=_keep_done(done, state.finished_scores, finished_scores),  # [b, beam]
       done=done,
+      ended=_keep_done(done, state.ended, ended),                                # [batch]
       cache=cache,
       constraint=constraint_state)
 
@@ -286,8 +291,8 @@ def sentence_done(state, limits, alpha, stop_early, best_only=False, stop_when_f
   the finished set is final. With `best_only` (a Python bool, or a scalar bool tensor: one
   compiled search serves both), the best finished score is compared instead, T2T's rule when it
   returns one beam (`stop_early=(top_beams == 1)`): the best hypothesis is then final.
-  `stop_when_finished` (a Python bool) also stops a sentence whose `beam` finished slots are all
-  filled (see the module docstring): not exact.
+  `stop_when_finished` (a Python bool) also stops a sentence once `beam` of its hypotheses have
+  ended among their step's `beam` best candidates (`state.ended`; the module docstring): not exact.
   """
   done = state.done | (state.step >= limits)                                     # [batch]
   if not stop_early:
@@ -299,7 +304,7 @@ def sentence_done(state, limits, alpha, stop_early, best_only=False, stop_when_f
   compared = ops.where(best_only, ops.max(state.finished_scores, axis=1), lowest_finished)  # [batch]
   bound_met = ops.any(has_finished, axis=1) & (compared > best_possible)         # [batch]
   if stop_when_finished:
-    bound_met = bound_met | ops.all(has_finished, axis=1)                        # [batch]
+    bound_met = bound_met | (state.ended >= has_finished.shape[1])               # [batch]
   return done | bound_met                                                        # [batch]
 
 
@@ -389,9 +394,9 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
     best_only: only the best hypothesis is wanted (a Python bool, or a scalar bool tensor):
       stop a sentence once it is provably found (T2T's `stop_early=(top_beams == 1)`). Its
       ids and score are those of the full search; the other slots may differ.
-    stop_when_finished: also stop a sentence once `beam_size` of its hypotheses have ended
-      (CTranslate2's and fairseq's rule; a Python bool). Faster, not exact: the results may
-      differ from the full search's (see the module docstring).
+    stop_when_finished: also stop a sentence once `beam_size` of its hypotheses have ended among
+      their step's `beam_size` best candidates (CTranslate2's rule; a Python bool). Faster, not
+      exact: the results may differ from the full search's (see the module docstring).
     constraint, constraint_state: optional; see `t2t_lite.decoding.constraints`. The state
       ([batch, ...]) is tiled to the beams and reordered with them.
     cache_lengths, extend_cache: optional, the cache grown in phases (`sampling.run_phases`):
