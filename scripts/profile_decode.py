@@ -14,7 +14,8 @@ thread time of the leaf thunks summed by kind (a fusion, dot or copy's name with
 the search's wall time. With `--model_dir` and `--lines`, it profiles instead one pass of
 that model's in-process search over the lines (set up as `bench_decode --model_dir` and the
 decoder set it up: the problem's decode defaults and constraint, `--beam` if given, the
-non-empty lines in batches of `--batch` sorted by length, each batch shape compiled before).
+non-empty lines in batches of `--batch` sorted by length, each batch shape compiled before;
+`--decode_hparams=name=value,...` over those defaults, e.g. `beam_stop=finished`).
 `--top=N` also prints the N single thunks that took longest; `--json=F` writes every thunk's
 time and count to F, for comparing two profiles; `--timed=N` first times N passes without the
 profiler and prints the best (with `XLA_FLAGS` set: what a flag does to the search's speed).
@@ -51,6 +52,8 @@ def real_lines(args):
   model, vocab, decode, constraint = restore_for_search(args.model_dir, args.batch)
   if args.beam:
     decode = decode.replace(beam_size=args.beam)
+  if args.decode_hparams:
+    decode = decode.parse(args.decode_hparams)
   translator = Translator(model, vocab, decode, warn=lambda _: None, constraint=constraint)
   with open(args.lines, encoding="utf-8") as f:
     lines = f.read().splitlines()
@@ -61,7 +64,8 @@ def real_lines(args):
     for batch in batches:
       translator.translate_ids(batch, best_only=True)  # as the decoder
   what = (f"{args.model_dir}: {len(lines)} lines of {args.lines}, batches of {args.batch}, "
-          f"beam {decode.beam_size}, alpha {decode.alpha}")
+          f"beam {decode.beam_size}, alpha {decode.alpha}" +
+          (f", {args.decode_hparams}" if args.decode_hparams else ""))
   return run, what
 
 
@@ -72,6 +76,9 @@ def main():
                       "problem's with --model_dir")
   parser.add_argument("--model_dir", help="a trained model directory (with --lines)")
   parser.add_argument("--lines", help="source lines to translate (with --model_dir)")
+  parser.add_argument("--decode_hparams", default="",
+                      help="with --model_dir: name=value,... over the problem's decode defaults "
+                           "(e.g. beam_stop=finished)")
   parser.add_argument("--batch", type=int, default=64)
   parser.add_argument("--length", type=int, default=30, help="source and output tokens")
   parser.add_argument("--searches", type=int, default=2, help="searches profiled")
