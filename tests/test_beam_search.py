@@ -173,8 +173,8 @@ def test_best_only_stops_once_the_best_is_final():
 def test_the_finished_stop_ends_once_the_beam_has_ended():
   # The example above: [EOS] ends at step 1 and [A, EOS] at step 2, each the best or second best
   # candidate of its step, so with beam 2 the search stops at step 2, where T2T's bound waits
-  # until step 5 (best only) or 13 (n-best). The
-  # best is the same here; the rule alone does not promise that (see the reference test below).
+  # until step 5 (best only) or 13 (n-best). The best is the same here; the rule alone does not
+  # promise that (see the reference test below).
   fn, _ = markov_fn(EARLY_STOP)
   for best_only in (True, False):
     state = run_beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=20, alpha=2.0,
