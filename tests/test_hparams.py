@@ -108,3 +108,7 @@ def test_decode_hparams():
     DecodeHParams().parse("beam=3")
   with pytest.raises(ValueError, match="needs beam_size=1"):
     DecodeHParams().parse("sampling_temperature=1.0")
+  assert DecodeHParams().beam_stop == "exact"
+  assert DecodeHParams().parse("beam_stop=finished").beam_stop == "finished"
+  with pytest.raises(ValueError, match="beam_stop must be 'exact'.*got 'finishd'"):
+    DecodeHParams().parse("beam_stop=finishd")
