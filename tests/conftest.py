@@ -225,6 +225,23 @@ def tiny_model_dir(multi30k_slice, tmp_path_factory):
   return root / "model", root / "data"
 
 
+# The decode hparams of `tiny_export`; tests/test_export.py and tests/test_serve.py compare it with
+# the model directory decoded alike.
+TINY_EXPORT_DECODE = "beam_size=2,extra_length=20"
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tiny_model_dir, tmp_path_factory):
+  """`tiny_model_dir` exported by t2t-lite-exporter with TINY_EXPORT_DECODE (the default source
+  limit, so every width bucket) as version 7: the export folder, with only "7" in it. Exported once
+  per run (`built_once`), for tests/test_export.py and tests/test_serve.py; read-only."""
+  def build(folder):
+    from t2t_lite.bin import exporter  # pylint: disable=import-outside-toplevel
+    assert exporter.main([f"--output_dir={tiny_model_dir[0]}", f"--export_dir={folder}",
+                          f"--decode_hparams={TINY_EXPORT_DECODE}", "--version=7"]) == 0
+  return built_once(tmp_path_factory, "tiny_export", build)
+
+
 @pytest.fixture(scope="session")
 def tiny_decode_defaults(tiny_model_dir):
   """The decode hparams every command starts from for `tiny_model_dir`: its problem's defaults

@@ -9,10 +9,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from t2t_lite.bin import exporter as exporter_cli
 from t2t_lite.decoding.translator import load_translator
 from t2t_lite.export import saved_model
 from t2t_lite.hparams import DecodeHParams
+
+from conftest import TINY_EXPORT_DECODE
 
 SENTENCES = ["A man is riding a bike .", "", "Two dogs play in the snow while a child watches them .",
              "A woman .", "A very long sentence " + "with many many words " * 80 + "."]
@@ -36,12 +37,9 @@ print(json.dumps({"translations": text(out["translations"]), "scores": out["scor
 
 
 @pytest.fixture(scope="module")
-def exported(tiny_model_dir, tmp_path_factory):
-  model_dir, _ = tiny_model_dir
-  export_dir = tmp_path_factory.mktemp("export")
-  assert exporter_cli.main([f"--output_dir={model_dir}", f"--export_dir={export_dir}",
-                            "--decode_hparams=beam_size=2,extra_length=20", "--version=7"]) == 0
-  return model_dir, export_dir
+def exported(tiny_model_dir, tiny_export):
+  """(model_dir, export folder): tests/conftest.py's `tiny_export` (beam 2, extra_length 20)."""
+  return tiny_model_dir[0], tiny_export
 
 
 def test_layout_is_tf_serving_versioned(exported):
@@ -66,7 +64,7 @@ def test_loads_without_t2t_lite_and_matches_the_decoder(exported, tiny_decode_de
   # The reference runs the search as a plain graph (tests/test_decoder.py: the XLA search gives
   # the same beams); the SavedModel's is compiled by XLA, which the test's process need not repeat.
   translator, _ = load_translator(str(model_dir),
-                                  tiny_decode_defaults.parse("beam_size=2,extra_length=20,xla=false"))
+                                  tiny_decode_defaults.parse(f"{TINY_EXPORT_DECODE},xla=false"))
   translator.warn = lambda message: None
   assert served["translations"] == translator.translate(SENTENCES)
   assert served["translations"][1] == "" and served["scores"][1] == 0.0

@@ -25,7 +25,6 @@ import pytest
 from starlette.testclient import TestClient
 
 from t2t_lite.bin import decoder as decoder_cli
-from t2t_lite.bin import exporter as exporter_cli
 from t2t_lite.bin import serve as serve_cli
 from t2t_lite.decoding import attention_pictures, buckets
 from t2t_lite.serving import app as app_lib
@@ -33,8 +32,9 @@ from t2t_lite.serving import backends, rest
 from t2t_lite.serving.batching import (BatchingOptions, BatchQueue, OverloadedError, QueueClosedError,
                                        WarmingUpError)
 
-DECODE = "beam_size=2,extra_length=20,xla=false"
-EXPORT_DECODE = "beam_size=2,extra_length=20"
+from conftest import TINY_EXPORT_DECODE
+
+DECODE = f"{TINY_EXPORT_DECODE},xla=false"   # the decoder's, as the shared export's (tests/conftest.py)
 SENTENCES = ["A man is riding a bike .", "", "Two dogs play in the snow while a child watches them .",
              "A woman .", "A very long sentence " + "with many many words " * 40 + ".",
              "Eine Frau mit \u00e4\u00f6\u00fc und \u00df .",
@@ -61,17 +61,16 @@ def client(backend):
 
 
 @pytest.fixture(scope="module")
-def exported(model_dir, tmp_path_factory):
-  export_dir = tmp_path_factory.mktemp("serve_export")
-  assert exporter_cli.main([f"--output_dir={model_dir}", f"--export_dir={export_dir}",
-                            f"--decode_hparams={EXPORT_DECODE}", "--version=5"]) == 0
-  return export_dir
+def exported(tiny_export):
+  """tests/conftest.py's `tiny_export`: the model directory exported with DECODE's beam and
+  extra_length (the search compiled with XLA), as version 7."""
+  return tiny_export
 
 
 @pytest.fixture(scope="module")
 def saved_backend(exported):
   backend = backends.SavedModelBackend(str(exported))   # the base folder: its latest version
-  assert backend.version == "5"
+  assert backend.version == "7"
   return backend
 
 
@@ -146,7 +145,7 @@ def test_model_status_and_metadata(client, saved_client, exported):
   assert status == {"model_version_status": [{"version": "30", "state": "AVAILABLE",
                                               "status": {"error_code": "OK", "error_message": ""}}]}
   assert client.get("/v1/models/ende/versions/30").status_code == 200
-  for client_, version in ((client, "30"), (saved_client, "5")):
+  for client_, version in ((client, "30"), (saved_client, "7")):
     metadata = client_.get(f"/v1/models/ende/versions/{version}/metadata").json()
     assert metadata["model_spec"] == {"name": "ende", "signature_name": "", "version": version}
     signatures = metadata["metadata"]["signature_def"]["signature_def"]
@@ -162,7 +161,7 @@ def test_model_status_and_metadata(client, saved_client, exported):
   # The SavedModel's metadata is its own signature defs (real tensor names), as TF Serving shows.
   saved = saved_client.get("/v1/models/ende/metadata").json()["metadata"]["signature_def"]["signature_def"]
   assert saved["serving_default"]["inputs"]["text"]["name"].endswith(":0")
-  assert saved_client.get("/v1/models/ende").json()["model_version_status"][0]["version"] == "5"
+  assert saved_client.get("/v1/models/ende").json()["model_version_status"][0]["version"] == "7"
   health = client.get("/health").json()
   assert health["status"] == "ok" and health["requests_in_flight"] == 0
 
