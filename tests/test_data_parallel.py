@@ -96,8 +96,10 @@ def _assert_trainer_masks_differ(masks, replicas):
         assert 0.35 < np.mean(masks[i, step] == masks[j, step]) < 0.65, (step, i, j)
 
 
-def test_trainers_step_draws_a_mask_per_replica_and_per_step(mirrored):
-  results, _ = mirrored
+def test_trainers_step_draws_a_mask_per_replica_and_per_step(run_mirrored):
+  """On 2 devices (the 4-device process checks the layers' masks, which the step's come from;
+  the workers' test checks the step across processes)."""
+  results, _ = run_mirrored(2)
   _assert_trainer_masks_differ(results["trainer_masks"], results["replicas"])
 
 
