@@ -97,6 +97,10 @@ def table(src_lengths, out_lengths, overhead, decoder_batch, request, sub_batche
       for r in requests(count, request)))
   add(f"decoder, {slots} slots refilled over the whole file", (overhead + slots) * refill_steps(
       by_source[::-1], out_lengths, slots))
+  # A step costs overhead + the rows still running: each sentence's rows leave the batch when it
+  # ends (CTranslate2's way), so a request costs overhead x its longest output + every output.
+  add(f"requests of {request}, each sentence dropped from the batch when it ends", sum(
+      overhead * out_lengths[r].max() + out_lengths[r].sum() for r in requests(count, request)))
   return rows
 
 

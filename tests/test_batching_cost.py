@@ -53,3 +53,10 @@ def test_table_with_equal_lengths_makes_sorting_useless():
   rows = dict(bc.table(lengths, lengths, 7.5, 32, 64, [32]))
   assert rows["decoder: all lines sorted by source length, batches of 32"] == 1.0
   assert rows["requests of 64, sorted inside, sub-batches of 32"] == 1.0
+
+
+def test_dropping_ended_sentences_costs_each_step_its_running_rows():
+  # One request: outputs of 3 and 5 steps, overhead 1: steps 1-3 run 2 rows (3 units each), steps
+  # 4-5 one (2 each): 13; the decoder's one batch of 2 runs 5 steps at 1 + 2 (15).
+  rows = dict(bc.table(np.array([4, 6]), np.array([3, 5]), 1.0, 32, 64, [32]))
+  assert rows["requests of 64, each sentence dropped from the batch when it ends"] == 13 / 15
