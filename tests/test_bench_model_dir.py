@@ -25,13 +25,13 @@ def short_lines(multi30k_slice, tmp_path_factory):
   return path
 
 
-def test_bench_decode_cache_phases_smoke(tiny_model_dir, short_lines):
+def test_bench_decode_cache_phases_smoke(tiny_model_dir, short_lines, tmp_path):
   """`--model_dir --cache_phases_only`: the search with and without cache phases, and stopping
   for the n-best list, on real lines in one interleaved run: the three rows, the outputs
   compared, steps and ms/step per width bucket."""
   model_dir, _ = tiny_model_dir
   output = run_script("bench_decode.py", f"--model_dir={model_dir}",
-                      f"--lines={short_lines}", "--cache_phases_only")
+                      f"--lines={short_lines}", "--cache_phases_only", f"--workdir={tmp_path}")
   assert "outputs identical to one cache phase's: 24/24 lines" in output
   assert "outputs identical to stopping at the n-best list: 24/24 lines" in output
   for name in ("cache in phases", "one cache phase",
@@ -48,7 +48,7 @@ def test_bench_decode_cache_phases_smoke(tiny_model_dir, short_lines):
   assert all(int(b[6]) >= int(b[2]) for b in buckets), output
 
 
-def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, short_lines):
+def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, short_lines, tmp_path):
   """`--model_dir --saved_model_decode_hparams=... --compare_saved_model_decode_hparams=...`: the
   decoder command, then a SavedModel and one that also refills 4 slots, both in default
   processes with their rounds interleaved: each row's rate, and outputs equal to the decoder's.
@@ -56,7 +56,7 @@ def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, short_
   decoder's): one width bucket to trace instead of 5."""
   model_dir, _ = tiny_model_dir
   output = run_script("bench_decode.py", f"--model_dir={model_dir}",
-                      f"--lines={short_lines}", "--no_ctranslate2",
+                      f"--lines={short_lines}", "--no_ctranslate2", f"--workdir={tmp_path}",
                       "--no_in_process", "--rounds=1", "--batch=8",
                       "--saved_model_decode_hparams=max_input_size=16",
                       "--compare_saved_model_decode_hparams=max_input_size=16,refill_slots=4")
