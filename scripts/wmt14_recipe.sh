@@ -17,6 +17,9 @@
 # no GPU flags (none here), and local newstest files standing in for the training data
 # (--raw_data_dir: newstest2012+2015-2017 as train, newstest2013 dev, newstest2014 test), written
 # to a new temporary folder, or to STAND_IN_DIR (runs that share it share a vocabulary in DATA_DIR).
+# DRY_RUN_TRAIN_ONLY=1 with it stops after the trainer command: the rest (average, decode, score) is
+# the same commands in every mode, and tests/test_end_to_end.py runs it once, as the multiworker
+# dry run's chief.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-base}
@@ -62,6 +65,10 @@ t2t-lite-trainer --problem=translate_ende --hparams="${MODEL}_v1$HP" $DEVICES "$
 # With several workers, the chief (worker 0) owns the model directory and does the rest.
 if [ "$MODE" = multiworker ] && ! python -c 'import json, os, sys; t = json.loads(os.environ.get("TF_CONFIG", "{}")).get("task", {}); sys.exit(0 if t.get("type") == "chief" or (t.get("type") == "worker" and t.get("index") == 0) else 1)'; then
   echo "not the chief: done after training"
+  exit 0
+fi
+if [ "${DRY_RUN:-0}" = 1 ] && [ "${DRY_RUN_TRAIN_ONLY:-0}" = 1 ]; then
+  echo "dry run: trained; not averaging, decoding or scoring (DRY_RUN_TRAIN_ONLY=1)"
   exit 0
 fi
 t2t-lite-avg-checkpoints --output_dir="$OUT" --num_last_checkpoints="$AVG" --avg_dir="$OUT/averaged"

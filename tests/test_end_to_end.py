@@ -71,26 +71,34 @@ def _dry_run_env(shared_data, folder, **extra):
 
 @pytest.fixture(scope="module")
 def one_gpu_dry_run(shared_data, tmp_path_factory):
-  """`big 1gpu` in the dry run: (its folder, the finished process). Its data dir holds the
-  vocabulary that the module's other dry run starts from (the same corpus, the same file)."""
+  """`big 1gpu` in the dry run, its training only (DRY_RUN_TRAIN_ONLY): (its folder, the finished
+  process). Its data dir holds the vocabulary that the module's other dry run starts from (the
+  same corpus, the same file). What follows training in the recipe (average, decode, score) is
+  the same commands in every mode: the multiworker run's chief runs them (each run of them cost
+  about 23 s alone: the decoder's compilations most of it)."""
   folder = tmp_path_factory.mktemp("wmt14") / "1gpu"
-  env = dict(os.environ, **_dry_run_env(shared_data, folder, DATA_DIR=str(folder / "data")))
+  env = dict(os.environ, **_dry_run_env(shared_data, folder, DATA_DIR=str(folder / "data"),
+                                        DRY_RUN_TRAIN_ONLY="1"))
   result = subprocess.run(["bash", os.path.join(REPO, "scripts", "wmt14_recipe.sh"), "big", "1gpu"],
                           capture_output=True, text=True, env=env, timeout=600)
   return folder, result
 
 
 def test_wmt14_recipe_commands_run_in_dry_run(one_gpu_dry_run):
-  """One machine: big with gradient accumulation (1gpu). `base 8gpu` runs, in the dry run (no GPU
-  flags here), the commands each worker of the multiworker test below runs."""
+  """One machine: big with gradient accumulation (1gpu), trained to its last checkpoint. `base
+  8gpu` runs, in the dry run (no GPU flags here), the commands each worker of the multiworker
+  test below runs."""
   folder, result = one_gpu_dry_run
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
-  assert "sacreBLEU" in result.stdout and "tokenized BLEU" in result.stdout
-  assert tf.train.latest_checkpoint(str(folder / "model" / "averaged"))
+  assert "eval at step 4" in result.stdout and "not averaging" in result.stdout
+  assert tf.train.latest_checkpoint(str(folder / "model")).endswith("ckpt-4")
+  with open(folder / "model" / "hparams.json", encoding="utf-8") as f:
+    assert '"gradient_accumulation_steps": 8' in f.read()
 
 
 def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, one_gpu_dry_run, worker_envs):
-  """Two worker processes on 127.0.0.1, as on two machines; the chief averages, decodes, scores.
+  """Two worker processes on 127.0.0.1, as on two machines; the chief averages, decodes, scores
+  (the recipe's part after training, the same in every mode: the 1gpu run above stops before it).
   Each worker's data dir is a copy of the 1gpu run's (its vocabulary: the one each would build
   from the same stand-in corpus; building it is the 1gpu run's part)."""
   one_gpu, _ = one_gpu_dry_run
@@ -106,12 +114,13 @@ def test_wmt14_multiworker_recipe_runs_in_dry_run(shared_data, one_gpu_dry_run, 
                                   stderr=subprocess.STDOUT, text=True, env=env))
   outputs = [p.communicate(timeout=600)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), "\n\n".join(o[-3000:] for o in outputs)
-  assert "sacreBLEU" in outputs[0] and "not the chief" in outputs[1]
+  assert "sacreBLEU" in outputs[0] and "tokenized BLEU" in outputs[0] and "not the chief" in outputs[1]
   assert not [o for o in outputs if "was built from" in o]   # the copied vocabulary fits this corpus
   # The trainer command trained on both workers: worker 1 saved what it holds to its own folder,
   # the same weights as the chief's last checkpoint.
   out = tmp_path / "model"
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-4")
+  assert tf.train.latest_checkpoint(str(out / "averaged"))
   readers = [tf.train.load_checkpoint(tf.train.latest_checkpoint(str(folder)))
              for folder in (out, out / ".worker_1")]
   names = [n for n in readers[0].get_variable_to_shape_map() if n.startswith("model/")]
