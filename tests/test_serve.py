@@ -574,9 +574,22 @@ def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir
     assert fresh.translator.tracing_count == 3                 # width 32 was not warmed up
 
 
-def test_saved_model_warm_up_runs_each_bucket(exported, saved_backend):
+def _load_once(monkeypatch, saved_backend):
+  """A SavedModelBackend made in the test gets `saved_backend`'s loaded SavedModel (the same
+  files: the module's export) instead of loading it again: a load costs about 8 s here, and a
+  second load compiles the same XLA programs again."""
+  import tensorflow as tf
+
+  def load(path):
+    assert path == saved_backend.path
+    return saved_backend._loaded  # pylint: disable=protected-access
+  monkeypatch.setattr(tf.saved_model, "load", load)
+
+
+def test_saved_model_warm_up_runs_each_bucket(exported, saved_backend, monkeypatch):
   """Each shape through `nbest`, then `serving_default` once (its graph's first call)."""
-  saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=16)   # one compile
+  _load_once(monkeypatch, saved_backend)
+  saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=16)   # one shape
   calls, best = [], saved._best   # pylint: disable=protected-access
   saved._best = lambda text: calls.append(text.shape[0]) or best(text=text)   # pylint: disable=protected-access
   lines = []
@@ -587,13 +600,15 @@ def test_saved_model_warm_up_runs_each_bucket(exported, saved_backend):
   assert not saved_backend.warms_up   # the default: no warm-up
 
 
-def test_saved_model_warm_up_stops_at_the_exports_source_limit(exported, backend, monkeypatch, tmp_path):
+def test_saved_model_warm_up_stops_at_the_exports_source_limit(exported, backend, saved_backend, monkeypatch,
+                                                             tmp_path):
   """The export records the width buckets its graph pads to, which stop at its source limit (a
   wider warm-up would rerun the limit's shape); the model directory's translator (same model,
   same max_input_size) warms up the same widths. An older export without that record falls back
   to its decode hparams' max_input_size."""
   limit = backend.translator.limit
   assert limit < 1024
+  _load_once(monkeypatch, saved_backend)
   saved = backends.SavedModelBackend(str(exported), (2,), warmup_max_width=1024)
   sent = []
   # The shapes only: nothing is decoded. Each width through nbest, then serving_default once.
