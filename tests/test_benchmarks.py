@@ -34,8 +34,10 @@ def test_bench_train_smoke():
     assert rate(output, f"| tiny | 2x8 | {name}") > 0
 
 
-def test_bench_decode_smoke():
-  output = run_script("bench_decode.py")
+def test_bench_decode_smoke(tmp_path):
+  # Its own --workdir: the default (/tmp/t2t_lite_bench) is a user's benchmark's, whose files this
+  # run would overwrite.
+  output = run_script("bench_decode.py", f"--workdir={tmp_path}")
   for name in ("greedy, cached", "greedy, cached, graph (xla=false)", "beam 4, cached",
                "beam 4, cached, graph (xla=false)", "greedy, uncached",
                "greedy, uncached, whole model (T2T)"):
