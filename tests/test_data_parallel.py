@@ -113,20 +113,21 @@ def _assert_clipped_accumulated_update_equals_one_device(clipping):
   assert clipping["unclipped_apart_over_moved"] > 1e-2
 
 
-def test_clipped_accumulated_update_on_replicas_equals_one_device(mirrored):
+def test_clipped_accumulated_update_on_replicas_equals_one_device(run_mirrored):
   """Clipping and weight_decay active (the unclipped run ends elsewhere), 2 micro-batches per
-  update with different token counts on every replica: N replicas end where one device does."""
-  _assert_clipped_accumulated_update_equals_one_device(mirrored[0]["clipping"]["accumulated"])
+  update with different token counts on every replica: 4 replicas end where one device does.
+  (2 replicas: the same accumulation compiled with XLA, the test below.)"""
+  _assert_clipped_accumulated_update_equals_one_device(run_mirrored(4)[0]["clipping"]["accumulated"])
 
 
 def test_xla_compile_under_mirrored_strategy_equals_one_device(run_mirrored):
   """xla_compile=true compiles each replica's forward and backward pass inside strategy.run
   (measured on 2 devices: an XLA compilation per replica): the step traced and called a
-  function marked for XLA compilation, which the run without xla_compile has none of."""
-  clipping = run_mirrored(2)[0]["clipping"]
-  assert clipping["xla"]["xla_compiled_functions"] >= 1
-  assert clipping["accumulated"]["xla_compiled_functions"] == 0
-  _assert_clipped_accumulated_update_equals_one_device(clipping["xla"])
+  function marked for XLA compilation, which the run without xla_compile (the 4-device
+  process's) has none of. 2 replicas accumulating 2 micro-batches so end where one device does."""
+  assert run_mirrored(2)[0]["clipping"]["xla"]["xla_compiled_functions"] >= 1
+  assert run_mirrored(4)[0]["clipping"]["accumulated"]["xla_compiled_functions"] == 0
+  _assert_clipped_accumulated_update_equals_one_device(run_mirrored(2)[0]["clipping"]["xla"])
 
 
 def test_replicas_without_accumulation_equal_one_device(run_mirrored):
