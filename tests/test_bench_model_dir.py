@@ -1,8 +1,8 @@
 """`scripts/bench_decode.py --model_dir`: a trained model's real lines through the decoder command,
 the SavedModel in default processes and the in-process search with and without cache phases.
 
-Apart from tests/test_benchmarks.py (whose `run_script` they use) so that pytest-xdist, which
-hands out whole files, can run these two long tests beside the other benchmark smokes.
+Apart from tests/test_benchmarks.py (whose `run_script` it uses) so that pytest-xdist, which
+hands out whole files, can run this long test beside the other benchmark smokes.
 """
 
 import re
@@ -25,44 +25,38 @@ def short_lines(multi30k_slice, tmp_path_factory):
   return path
 
 
-def test_bench_decode_cache_phases_smoke(tiny_model_dir, short_lines, tmp_path):
-  """`--model_dir --cache_phases_only`: the search with and without cache phases, and stopping
-  for the n-best list, on real lines in one interleaved run: the three rows, the outputs
-  compared, steps and ms/step per width bucket."""
-  model_dir, _ = tiny_model_dir
-  output = run_script("bench_decode.py", f"--model_dir={model_dir}",
-                      f"--lines={short_lines}", "--cache_phases_only", f"--workdir={tmp_path}")
-  assert "outputs identical to one cache phase's: 24/24 lines" in output
-  assert "outputs identical to stopping at the n-best list: 24/24 lines" in output
-  for name in ("cache in phases", "one cache phase",
-               "cache in phases, stopping when the n-best list is final"):
-    row = re.search(re.escape(f"| t2t_lite search, {name} (in process, best round, batches of 64) | ")
-                    + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
-    assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
-  # Per width bucket (24 short lines: one batch of width 16): steps run and both ms/step.
-  buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| "
-                       r"[\d.]+x \| (\d+) \| [\d.]+ \|$", output, re.MULTILINE)
-  assert buckets and sum(int(b[1]) for b in buckets) == 1, output
-  assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output
-  # The n-best list's rule never stops before the best beam's.
-  assert all(int(b[6]) >= int(b[2]) for b in buckets), output
-
-
-def test_bench_decode_model_dir_compares_two_saved_models(tiny_model_dir, short_lines, tmp_path):
-  """`--model_dir --saved_model_decode_hparams=... --compare_saved_model_decode_hparams=...`: the
-  decoder command, then a SavedModel and one that also refills 4 slots, both in default
-  processes with their rounds interleaved: each row's rate, and outputs equal to the decoder's.
-  Both exports stop at 16 source subwords (the lines are shorter, so the outputs are the
-  decoder's): one width bucket to trace instead of 5."""
+def test_bench_decode_model_dir_rows_and_cache_phases(tiny_model_dir, short_lines, tmp_path):
+  """`--model_dir --saved_model_decode_hparams=... --compare_saved_model_decode_hparams=...`, in
+  one run (each run is a process that imports TensorFlow and restores the model; the in-process
+  rows were a `--cache_phases_only` run of their own until 2026-11-29): the decoder command, then a
+  SavedModel and one that also refills 4 slots, both in default processes with their rounds
+  interleaved; and the in-process search with and without cache phases, and stopping for the
+  n-best list. Each row's rate, and outputs equal to the decoder's; the phases' outputs compared
+  with one cache phase's and the n-best list's stop; steps and ms/step per width bucket. Both
+  exports stop at 16 source subwords (the lines are shorter, so the outputs are the decoder's):
+  one width bucket to trace instead of 5."""
   model_dir, _ = tiny_model_dir
   output = run_script("bench_decode.py", f"--model_dir={model_dir}",
                       f"--lines={short_lines}", "--no_ctranslate2", f"--workdir={tmp_path}",
-                      "--no_in_process", "--rounds=1", "--batch=8",
+                      "--rounds=1", "--batch=8",
                       "--saved_model_decode_hparams=max_input_size=16",
                       "--compare_saved_model_decode_hparams=max_input_size=16,refill_slots=4")
   assert "SavedModel decode hparams: max_input_size=16" in output
-  for label in ("", " (max_input_size=16,refill_slots=4)"):
-    for what in ("translation only, best round", "start-up + first pass, compiles"):
-      row = re.search(re.escape(f"| SavedModel{label}, default process ({what}) | ")
-                      + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
-      assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
+  rows = [f"SavedModel{label}, default process ({what})"
+          for label in ("", " (max_input_size=16,refill_slots=4)")
+          for what in ("translation only, best round", "start-up + first pass, compiles")]
+  rows += [f"t2t_lite search, {name} (in process, best round, batches of 8)"
+           for name in ("cache in phases", "one cache phase",
+                        "cache in phases, stopping when the n-best list is final")]
+  for name in rows:
+    row = re.search(re.escape(f"| {name} | ") + r"([\d,.]+) \| [\d.]+ \| (\d+)/24 \|", output)
+    assert row and float(row.group(1).replace(",", "")) > 0 and row.group(2) == "24", output
+  assert "outputs identical to one cache phase's: 24/24 lines" in output
+  assert "outputs identical to stopping at the n-best list: 24/24 lines" in output
+  # Per width bucket (24 short lines: three batches of 8, width 16): steps run and both ms/step.
+  buckets = re.findall(r"^\| (\d+) \| (\d+) \| (\d+) \(\d+-\d+\) \| (\d+) \| ([\d.]+) \| ([\d.]+) \| "
+                       r"[\d.]+x \| (\d+) \| [\d.]+ \|$", output, re.MULTILINE)
+  assert buckets and sum(int(b[1]) for b in buckets) == 3, output
+  assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output
+  # The n-best list's rule never stops before the best beam's.
+  assert all(int(b[6]) >= int(b[2]) for b in buckets), output
