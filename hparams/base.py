@@ -202,6 +202,13 @@ class DecodeHParams:
   # candidates (CTranslate2's rule with a length penalty): fewer steps, most at large alpha, and
   # results that may differ.
   beam_stop: str = "exact"
+  # > 0: a beam search over a batch runs at fewer rows as its sentences end: once no more
+  # sentences are running than half its rows hold, the running ones move to the front and the
+  # loop goes on over those rows only, halving down to this many (`shrinking.run_shrinking`).
+  # The same outputs. 0: every step over the whole batch. The decoder's and the server's
+  # batches, and the exported SavedModel's sub-batches (`sub_batch_size` > 0) of at least twice
+  # this many sentences, each traced at its padded size; never greedy or sampling.
+  shrink_batch: int = 0
 
   def replace(self, **changes) -> "DecodeHParams":
     return dataclasses.replace(self, **changes)
@@ -219,6 +226,7 @@ class DecodeHParams:
     check(self.beam_stop in ("exact", "finished"),
           f"beam_stop must be 'exact' (T2T's bound) or 'finished' (stop once beam_size "
           f"hypotheses have ended), got {self.beam_stop!r}")
+    check(self.shrink_batch >= 0, f"shrink_batch must be >= 0 (0: off), got {self.shrink_batch}")
     check(not (self.sampling_temperature > 0 and self.beam_size > 1),
           "sampling (sampling_temperature > 0) needs beam_size=1")
 

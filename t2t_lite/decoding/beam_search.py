@@ -51,6 +51,7 @@ from typing import Any, NamedTuple
 import keras
 from keras import ops
 
+from t2t_lite.decoding import shrinking
 from t2t_lite.decoding.sampling import (NEG_INF, check_cache_phases, checked_constraint_state,
                                         decode_limits, greedy_search, next_step, read_at,
                                         run_phases, write_at)
@@ -347,20 +348,27 @@ def _check_arguments(batch_size, beam_size, vocab_size, max_decode_length):
 def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                     max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                     constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
-                    reorder_cache=None, best_only=False, stop_when_finished=False):
+                    reorder_cache=None, best_only=False, stop_when_finished=False, fixed=None,
+                    batch_sizes=None):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
   """
   _check_arguments(batch_size, beam_size, vocab_size, max_decode_length)
   check_cache_phases(cache_lengths, extend_cache, max_decode_length)
-  limits = decode_limits(decode_lengths, batch_size, max_decode_length)          # [batch]
+  if batch_sizes is not None and (not isinstance(batch_size, int) or batch_sizes[0] != batch_size):
+    raise ValueError(f"batch_sizes must start with the batch size, a Python int; got "
+                     f"{batch_sizes!r} for batch_size {batch_size!r}")
+  extras = {"limits": decode_limits(decode_lengths, batch_size, max_decode_length),  # [batch]
+            "fixed": {} if fixed is None else fixed}
 
-  def body(state):
-    state = grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-                 constraint, reorder_cache)
-    return (state._replace(done=sentence_done(state, limits, alpha, stop_early, best_only,
-                                              stop_when_finished)),)
+  def step(state, extras, batch):
+    fn = symbols_to_logits_fn
+    if fixed is not None:
+      fn = lambda ids, step, cache: symbols_to_logits_fn(ids, step, cache, extras["fixed"])  # noqa: E731
+    state = grow(state, fn, batch, beam_size, vocab_size, alpha, eos_id, constraint, reorder_cache)
+    return state._replace(done=sentence_done(state, extras["limits"], alpha, stop_early, best_only,
+                                             stop_when_finished))
 
   def cond(state):
     return (state.step < max_decode_length) & ops.logical_not(ops.all(state.done))
@@ -368,13 +376,18 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   state = init_state(initial_cache, batch_size, beam_size, max_decode_length,
                      checked_constraint_state(constraint, constraint_state),
                      tile_cache=reorder_cache is None)
-  return run_phases(cond, body, state, cache_lengths, extend_cache)
+  if batch_sizes is not None and len(batch_sizes) > 1:
+    return shrinking.run_shrinking(cond, step, state, extras, batch_sizes, cache_lengths,
+                                   extend_cache)
+  return run_phases(cond, lambda state: (step(state, extras, batch_size),), state, cache_lengths,
+                    extend_cache)
 
 
 def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, vocab_size,
                 max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                 constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
-                reorder_cache=None, best_only=False, stop_when_finished=False):
+                reorder_cache=None, best_only=False, stop_when_finished=False, fixed=None,
+                batch_sizes=None):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -409,6 +422,12 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
       With it, `initial_cache` is the first step's cache as it is, not tiled: the caller lays it
       out for the beams (e.g. `Transformer.init_cache(..., beam_size=)`, whose keys/values stay
       put and whose lineage alone is reordered: `translator.reorder_lineage`).
+    fixed: optional, a nested structure of per-sentence tensors ([batch * k, ...]) that the
+      steps read and never change (e.g. the encoder-decoder keys and values). With it the
+      callback is `(ids, step, cache, fixed)`, given the rows of the sentences of its batch.
+    batch_sizes: optional, the batch shrinks as sentences end (`shrinking.run_shrinking`,
+      e.g. `shrinking.batch_sizes(batch_size, 4)`): decreasing Python ints, the first
+      `batch_size`. The results are those of the full batch's search.
 
   Returns:
     ids [batch, beam, max_decode_length] int32, best first, 0 (PAD) after EOS, and scores
@@ -426,5 +445,6 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
   return finalize(run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size,
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
                                   stop_early, constraint, constraint_state, cache_lengths,
-                                  extend_cache, reorder_cache, best_only, stop_when_finished),
+                                  extend_cache, reorder_cache, best_only, stop_when_finished,
+                                  fixed, batch_sizes),
                   fill_with_alive=constraint is None)

@@ -26,7 +26,7 @@ from keras import ops
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
-from t2t_lite.decoding import buckets, refill_search, sampling, xla_cache
+from t2t_lite.decoding import buckets, refill_search, sampling, shrinking, xla_cache
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.models.transformer import join_cache, split_cache
 from t2t_lite.token_ids import EOS_ID, PAD_ID
@@ -62,6 +62,9 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
   Decode hparam `beam_stop`: "exact" (T2T's bound: the results are the full search's), or
   "finished" (a sentence also stops once `beam_size` of its hypotheses have ended: CTranslate2's
   rule, faster, not exact; `beam_search`'s `stop_when_finished`).
+
+  Decode hparam `shrink_batch` > 0: a beam search over a batch of static size runs at fewer rows
+  as its sentences end, halving down to that many (`shrinking.run_shrinking`); the same results.
   """
   dh = decode_hparams
   limit = source_limit(dh, max_position)
@@ -89,10 +92,17 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     symbols_to_logits = lambda ids, step, growing: decode(ids, step, growing, fixed)  # noqa: E731
     constrained = constraint_arguments(constraint, source_ids, decode_lengths)
     if dh.beam_size > 1:
+      # A batch that shrinks as its sentences end (decode hparam `shrink_batch`) moves the fixed
+      # part with its rows, so the callback gets it as an argument.
+      shrink = ({"symbols_to_logits_fn": decode, "fixed": fixed,
+                 "batch_sizes": shrinking.batch_sizes(batch, dh.shrink_batch)}
+                if shrinks(dh) and isinstance(batch, int) else
+                {"symbols_to_logits_fn": symbols_to_logits})
       return search_lib.beam_search(
-          symbols_to_logits, growing, batch, dh.beam_size, model.vocab_size, max_decode_length,
-          alpha=dh.alpha, eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases,
-          **reorder, best_only=best_only, stop_when_finished=dh.beam_stop == "finished")
+          initial_cache=growing, batch_size=batch, beam_size=dh.beam_size,
+          vocab_size=model.vocab_size, max_decode_length=max_decode_length, alpha=dh.alpha,
+          eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases, **reorder,
+          best_only=best_only, stop_when_finished=dh.beam_stop == "finished", **shrink)
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
@@ -171,6 +181,12 @@ def refills(decode_hparams) -> bool:
   """Whether translations go through the refill search (`make_refill_fns`): `refill_slots` > 0,
   and a beam or greedy search (sampling's draws belong to batch rows: it runs the batch search)."""
   return decode_hparams.refill_slots > 0 and not samples(decode_hparams)
+
+
+def shrinks(decode_hparams) -> bool:
+  """Whether a beam search over a batch of known size shrinks it as sentences end (decode
+  hparam `shrink_batch` > 0; `shrinking.run_shrinking`). Greedy and sampling never do."""
+  return decode_hparams.shrink_batch > 0 and decode_hparams.beam_size > 1
 
 
 def shared_beams(decode_hparams):
