@@ -242,6 +242,38 @@ def tiny_export(tiny_model_dir, tmp_path_factory):
   return built_once(tmp_path_factory, "tiny_export", build)
 
 
+# One layer at d 32 (its beam-21 search, traced by an export, costs less than the tiny model's),
+# with T2T parsing_base's separate softmax weights.
+TINY_PARSING_HPARAMS = (TINY_TEST_HPARAMS + ",max_length=512,hidden_size=32,filter_size=64,num_heads=2,"
+                        "num_hidden_layers=1,shared_embedding_and_softmax_weights=false")
+
+
+@pytest.fixture(scope="session")
+def tiny_parsing_model_dir(shared_data, tmp_path_factory):
+  """An untrained parsing model (parsing_english_ptb8k_tags on the PTB sample, its vocabulary
+  built from it; TINY_PARSING_HPARAMS) in a model directory as the trainer writes it (record,
+  vocabulary, checkpoint): (model_dir, problem). Its trees are poor, yet well-formed over the
+  input (the problem's decoding constraint): what tests check of it holds for any weights, so
+  nothing is trained (2 training steps added only the treebank pipeline and a step's trace).
+  Written once per run (`built_once`), for tests/test_parsing.py and tests/test_serve_browser.py;
+  read-only."""
+  from t2t_lite import model_dir  # pylint: disable=import-outside-toplevel
+  from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
+  from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
+  ptb = str(shared_data / "ptb_sample")
+  problem = get_problem("parsing_english_ptb8k_tags", raw_data_dir=ptb)
+
+  def build(root):
+    from t2t_lite.training.train_loop import Trainer  # pylint: disable=import-outside-toplevel
+    hparams = get_hparams("transformer_tiny", TINY_PARSING_HPARAMS)
+    vocab = problem.get_vocab(str(root / "data"))
+    model_dir.write_model_dir(str(root / "model"), hparams, problem.name, {"raw_data_dir": ptb},
+                              vocab.vocab_size)
+    model_dir.write_vocab(str(root / "model"), vocab)
+    Trainer(hparams, vocab.vocab_size, str(root / "model")).save()
+  return built_once(tmp_path_factory, "tiny_parsing_model", build) / "model", problem
+
+
 @pytest.fixture(scope="session")
 def tiny_decode_defaults(tiny_model_dir):
   """The decode hparams every command starts from for `tiny_model_dir`: its problem's defaults

@@ -505,36 +505,21 @@ def test_constrained_search_with_a_random_model_gives_trees_over_the_input(varia
           assert len(leaves) == len(source.split()), decoded
 
 
-def test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint(ptb, tmp_path):
+def test_exporter_and_translator_use_the_problems_decode_defaults_and_constraint(tiny_parsing_model_dir,
+                                                                                tmp_path):
   """A parsing model exported with only the source limit set (--decode_hparams=max_input_size=16:
   one width bucket, so one beam-21 search to trace instead of five) decodes with the problem's
   defaults for the rest (beam 21, alpha 0.3, +300, constrained) in the SavedModel graph: they are
-  recorded beside it, and its outputs are well-formed trees over the input even for a barely
-  trained model. (Trees over long inputs, through the same search: the random-model test above.)
-  The model directory is what the trainer writes (its record, vocabulary and a checkpoint), of
-  an untrained model: training it 2 steps first (the pipeline over the treebank, the step's
-  trace) gave weights just as random, and the test took 33.4 s alone against 20.7-26.0 s."""
+  recorded beside it, and its outputs are well-formed trees over the input even for an untrained
+  model (`tiny_parsing_model_dir`: with 2 training steps first, the test took 33.4 s alone
+  against 20.7-26.0 s untrained). (Trees over long inputs, through the same search: the
+  random-model test above.)"""
   import json
 
   import tensorflow as tf
 
-  from conftest import TINY_TEST_HPARAMS
-  from t2t_lite import model_dir as model_dir_lib
   from t2t_lite.bin import exporter as exporter_cli
-  from t2t_lite.hparams import get_hparams
-  from t2t_lite.problems import get_problem
-  from t2t_lite.training.train_loop import Trainer
-  problem = get_problem("parsing_english_ptb8k_tags", raw_data_dir=ptb)
-  model = str(tmp_path / "model")
-  # The smallest model: what is checked holds for any weights, and the export, the SavedModel's
-  # load and its beam-21 search cost less with one layer.
-  hparams = get_hparams("transformer_tiny", TINY_TEST_HPARAMS + ",max_length=512,hidden_size=32,"
-                        "filter_size=64,num_heads=2,num_hidden_layers=1,"
-                        "shared_embedding_and_softmax_weights=false")   # T2T parsing_base's
-  vocab = problem.get_vocab(str(tmp_path / "data"))
-  model_dir_lib.write_model_dir(model, hparams, problem.name, {"raw_data_dir": ptb}, vocab.vocab_size)
-  model_dir_lib.write_vocab(model, vocab)
-  Trainer(hparams, vocab.vocab_size, model).save()
+  model, problem = tiny_parsing_model_dir
   assert exporter_cli.main([f"--output_dir={model}", f"--export_dir={tmp_path / 'export'}",
                             "--decode_hparams=max_input_size=16", "--version=3"]) == 0
   recorded = json.loads((tmp_path / "export" / "3" / "assets.extra" / "decode_hparams.json").read_text())

@@ -122,22 +122,12 @@ def test_page_shows_translations_nbest_and_attention_heatmap(browser, backend, t
 # --- A parsing model: its output as a tree. --------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def parsing_backend(shared_data, tmp_path_factory):
-  """A tiny parsing model (2 training steps on the PTB sample): its trees are poor but
-  well-formed over the input (the problem's decoding constraint)."""
-  from conftest import TINY_TEST_HPARAMS
-  from t2t_lite.hparams import get_hparams
-  from t2t_lite.problems import get_problem
-  from t2t_lite.training.train_loop import train_and_evaluate
-  ptb = str(shared_data / "ptb_sample")
-  root = tmp_path_factory.mktemp("serve_parsing")
-  problem = get_problem("parsing_english_ptb8k_tags", raw_data_dir=ptb)
-  hparams = get_hparams("transformer_tiny", TINY_TEST_HPARAMS + ",max_length=512,"
-                        "shared_embedding_and_softmax_weights=false")
-  train_and_evaluate(problem, hparams, str(root / "model"), str(root / "data"), train_steps=2,
-                     eval_steps=0, save_checkpoints_steps=2, flags={"raw_data_dir": ptb})
+def parsing_backend(tiny_parsing_model_dir):
+  """tests/conftest.py's untrained parsing model: its trees are poor but well-formed over the
+  input (the problem's decoding constraint)."""
+  model_dir, problem = tiny_parsing_model_dir
   decode = problem.default_decode_hparams().parse("beam_size=2,extra_length=60,xla=false")
-  return backends.ModelDirBackend(str(root / "model"), decode, (1, 2)), problem
+  return backends.ModelDirBackend(str(model_dir), decode, (1, 2)), problem
 
 
 def test_parsing_tree_endpoint(parsing_backend):
