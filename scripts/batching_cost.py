@@ -67,7 +67,22 @@ def refill_steps(rows, out_lengths, slots):
   return max(ends)
 
 
-def table(src_lengths, out_lengths, overhead, decoder_batch, request, sub_batches):
+def shrinking_cost(batches, out_lengths, overhead, smallest):
+  """Sum over batches of each step's overhead + rows, the rows halving (rounded up) while the
+  sentences still running fit in half of them, down to `smallest` (the decode hparam
+  `shrink_batch`: `t2t_lite.decoding.shrinking`); a batch starts at its padded size."""
+  total = 0.0
+  for batch in batches:
+    lengths, size = out_lengths[batch], padded(len(batch))
+    for step in range(int(lengths.max()) if len(batch) else 0):
+      running = int((lengths > step).sum())
+      while size > 1 and (size + 1) // 2 >= max(running, smallest):
+        size = (size + 1) // 2
+      total += overhead + size
+  return total
+
+
+def table(src_lengths, out_lengths, overhead, decoder_batch, request, sub_batches, shrink_to=4):
   count = len(src_lengths)
   by_source = np.argsort(src_lengths, kind="stable")
   decoder = batches_cost(split(by_source, decoder_batch), out_lengths, overhead)
@@ -97,6 +112,11 @@ def table(src_lengths, out_lengths, overhead, decoder_batch, request, sub_batche
       for r in requests(count, request)))
   add(f"decoder, {slots} slots refilled over the whole file", (overhead + slots) * refill_steps(
       by_source[::-1], out_lengths, slots))
+  sub = decoder_batch
+  add(f"requests of {request}, sorted inside, sub-batches of {sub} halved as their sentences end, "
+      f"down to {shrink_to} (shrink_batch={shrink_to})", shrinking_cost(
+          [b for r in requests(count, request) for b in split(sorted_within(r, src_lengths), sub)],
+          out_lengths, overhead, shrink_to))
   # A step costs overhead + the rows still running: each sentence's rows leave the batch when it
   # ends (CTranslate2's way), so a request costs overhead x its longest output + every output.
   add(f"requests of {request}, each sentence dropped from the batch when it ends", sum(
@@ -113,6 +133,8 @@ def main(argv=None):
   p.add_argument("--decoder_batch", type=int, default=32)
   p.add_argument("--request", type=int, default=64)
   p.add_argument("--sub_batches", default="8,16,32,64")
+  p.add_argument("--shrink_to", type=int, default=4,
+                 help="the shrinking sub-batches' smallest size (decode hparam shrink_batch)")
   args = p.parse_args(argv)
   sp = spm.SentencePieceProcessor(model_file=args.vocab)
   with open(args.sources, encoding="utf-8") as f:
@@ -127,7 +149,8 @@ def main(argv=None):
   print(f"{len(sources)} lines; step cost {args.overhead:g} + rows")
   print("| batching | cost, relative to the decoder's |\n|---|---|")
   for name, ratio in table(src_lengths, out_lengths, args.overhead, args.decoder_batch,
-                           args.request, [int(s) for s in args.sub_batches.split(",")]):
+                           args.request, [int(s) for s in args.sub_batches.split(",")],
+                           args.shrink_to):
     print(f"| {name} | {ratio:.2f} |")
 
 

@@ -60,3 +60,12 @@ def test_dropping_ended_sentences_costs_each_step_its_running_rows():
   # 4-5 one (2 each): 13; the decoder's one batch of 2 runs 5 steps at 1 + 2 (15).
   rows = dict(bc.table(np.array([4, 6]), np.array([3, 5]), 1.0, 32, 64, [32]))
   assert rows["requests of 64, each sentence dropped from the batch when it ends"] == 13 / 15
+
+
+def test_shrinking_sub_batches_halve_as_their_sentences_end():
+  # One request of 5 sentences, outputs of 1, 1, 2, 2 and 6 steps, overhead 1, down to 2 rows: the
+  # sub-batch is padded to 8; step 1 runs 8 rows (5 running), step 2 4 (3 running), steps 3-6 2
+  # (one running, but never below 2): 9 + 5 + 4 * 3 = 26 against the decoder's 6 steps of 1 + 8.
+  rows = dict(bc.table(np.array([3, 3, 3, 3, 3]), np.array([1, 1, 2, 2, 6]), 1.0, 32, 64, [32], 2))
+  assert rows["requests of 64, sorted inside, sub-batches of 32 halved as their sentences end, "
+              "down to 2 (shrink_batch=2)"] == 26 / 54
