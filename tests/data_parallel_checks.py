@@ -37,6 +37,7 @@ from t2t_lite.training import best, train_loop  # noqa: E402
 MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
          "max_length=16,eval_bleu_examples=0")
 NO_DROPOUT = ",layer_prepostprocess_dropout=0,attention_dropout=0,relu_dropout=0"
+EMA_DECAY = 0.7   # the moving average of the 2-device process (tests/test_data_parallel.py's)
 # Which replica's gradient is poisoned, with what, from its how-many-th training call on.
 POISON = {"value": float("nan"), "replica": 1, "from_call": 5}
 
@@ -184,7 +185,7 @@ def micro_batches(replicas, updates=2, accumulation=2, rows=3):
   return out
 
 
-def check_clipping_and_accumulation(strategy, out, more=False):
+def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
   """One device on the whole global batch against N replicas accumulating 2 micro-batches,
   with clipping active (one device without clipping ends elsewhere) and weight_decay (its term
   counted once per update, not per replica or micro-batch): {"accumulated": ...}. With
@@ -192,7 +193,13 @@ def check_clipping_and_accumulation(strategy, out, more=False):
   their forward and backward passes with XLA (`xla_compile`; the same accumulation, checked
   without XLA by the run without `more`); "no_accumulation", N replicas each given its share of
   the whole update at once. (The 2-device process ran "accumulated" too until 2026-11-29: 11 s of
-  its 30-s check, the same code as the 4-device process's run.)"""
+  its 30-s check, the same code as the 4-device process's run.)
+
+  `ema`, with `more`: a dict filled with the arrays of "no_accumulation", which keeps a moving
+  average (weight_ema_decay=EMA_DECAY; each replica given its own rows): its weights as built and
+  after each update ("w<k>/<name>") and every replica's copy of the average ("ema<r>/<name>"),
+  for tests/test_ema.py's NumPy EMA. The average changes no weight, so that run still ends where
+  one device does (until 2026-11-29 the average had a trainer of its own, 6-8 s of the process)."""
   replicas = strategy.num_replicas_in_sync
   hp = get_hparams("transformer_tiny", MICRO + NO_DROPOUT + ",clip_grad_norm=0.3,"
                    "learning_rate_warmup_steps=4,weight_decay=0.05")
@@ -201,7 +208,11 @@ def check_clipping_and_accumulation(strategy, out, more=False):
   if more:
     many = {"xla": train_loop.Trainer(hp.replace(gradient_accumulation_steps=2, xla_compile=True), 32,
                                       f"{out}/xla", strategy),
-            "no_accumulation": train_loop.Trainer(hp, 32, f"{out}/no_accumulation", strategy)}
+            "no_accumulation": train_loop.Trainer(hp.replace(weight_ema_decay=EMA_DECAY), 32,
+                                                  f"{out}/no_accumulation", strategy)}
+    averaged = many["no_accumulation"]
+    averaged_variables = model_dir.checkpointable(averaged.model)
+    ema.update({f"w0/{n}": averaged_variables[n].numpy() for n in averaged.ema})   # as built
   else:
     many = {"accumulated": train_loop.Trainer(hp.replace(gradient_accumulation_steps=2), 32,
                                               f"{out}/accumulated", strategy)}
@@ -230,6 +241,13 @@ def check_clipping_and_accumulation(strategy, out, more=False):
       shares = [{k: np.concatenate([micro[r][k] for micro in update]) for k in ("inputs", "targets")}
                 for r in range(replicas)]
       losses["no_accumulation"].append(step(many["no_accumulation"], shares))
+      ema.update({f"w{len(losses['no_accumulation'])}/{n}": averaged_variables[n].numpy()
+                  for n in averaged.ema})
+
+  if more:
+    for n in averaged.ema:
+      for r, value in enumerate(strategy.experimental_local_results(averaged.ema[n])):
+        ema[f"ema{r}/{n}"] = value.numpy()
 
   def distance(a, b):
     return float(np.sqrt(sum(np.sum((x - y) ** 2) for x, y in zip(a, b))))
@@ -243,30 +261,6 @@ def check_clipping_and_accumulation(strategy, out, more=False):
                  "apart_over_moved": distance(trainer.model.get_weights(), one.model.get_weights()) / moved,
                  "unclipped_apart_over_moved": unclipped_apart}
           for name, trainer in many.items()}
-
-
-def check_ema(strategy, out):
-  """3 updates with weight_ema_decay=0.7, each replica its own batch: the weights before and
-  after each update ("w<k>/<name>") and every replica's copy of the average ("ema<r>/<name>"),
-  as arrays (tests/test_ema.py's NumPy EMA is the reference)."""
-  hp = get_hparams("transformer_tiny", MICRO + ",learning_rate_warmup_steps=4,weight_ema_decay=0.7")
-  trainer = train_loop.Trainer(hp, 32, f"{out}/run", strategy)
-  names = sorted(trainer.ema)
-  variables = model_dir.checkpointable(trainer.model)
-  replicas = strategy.num_replicas_in_sync
-  rng = np.random.default_rng(0)
-  arrays = {f"w0/{n}": variables[n].numpy() for n in names}
-  for update in range(1, 4):
-    per_replica = [{"inputs": rng.integers(2, 30, (3, 7)).astype("int32"),
-                    "targets": rng.integers(2, 30, (3, 9)).astype("int32")} for _ in range(replicas)]
-    trainer.train_step(strategy.experimental_distribute_values_from_function(
-        lambda ctx, b=per_replica: b[ctx.replica_id_in_sync_group]))
-    for n in names:
-      arrays[f"w{update}/{n}"] = variables[n].numpy()
-  for n in names:
-    for r, value in enumerate(strategy.experimental_local_results(trainer.ema[n])):
-      arrays[f"ema{r}/{n}"] = value.numpy()
-  return arrays
 
 
 def check_poisoned_gradient(strategy, out, value, replica, from_call):
@@ -297,15 +291,17 @@ def main():
     for n in DEVICES:
       strategy = tf.distribute.MirroredStrategy([f"/cpu:{i}" for i in range(n)])
       out = f"{OUT}/{n}"
+      ema = {}
       results = {"replicas": strategy.num_replicas_in_sync,
                  **timed(f"{n} devices, masks", check_masks, strategy, 0),
-                 "clipping": timed(f"{n} devices, clipping", check_clipping_and_accumulation, strategy,
-                                   f"{out}/clip", more=n == 2)}
+                 "clipping": timed(f"{n} devices, clipping (and the moving average on 2)",
+                                   check_clipping_and_accumulation, strategy, f"{out}/clip",
+                                   more=n == 2, ema=ema)}
       if n == 2:
+        np.savez(f"{OUT}/ema-{n}.npz", **ema)
         # On 2 devices only (16 s of the 4-device process's 51, 2026-11-29): the Trainer's step
         # draws with the replica id that the layer checks above (on every count) fold in.
         results["trainer_masks"] = timed(f"{n} devices, trainer masks", trainer_masks, strategy, out)
-        np.savez(f"{OUT}/ema-{n}.npz", **timed(f"{n} devices, ema", check_ema, strategy, f"{out}/ema"))
         # Replica 1's gradient turns +inf (NaN: the workers' run; each poisoned run costs a trace).
         results["poisoned"] = timed(f"{n} devices, poisoned", check_poisoned_gradient, strategy,
                                     f"{out}/poisoned", float("inf"), 1, 4)

@@ -139,18 +139,21 @@ def test_replicas_without_accumulation_equal_one_device(run_mirrored):
 
 
 def test_ema_equals_numpy_on_every_replica_of_2_devices(run_mirrored):
-  """The weights' moving average (weight_ema_decay=0.7), each of 2 replicas given its own batch:
-  every replica's copy equals tests/test_ema.py's NumPy EMA of the weights after each update."""
+  """The weights' moving average (weight_ema_decay=0.7), each of 2 replicas given its own rows
+  (the clipping check's run without accumulation, 2 updates): every replica's copy equals
+  tests/test_ema.py's NumPy EMA of the weights as built and after each update."""
   _, out = run_mirrored(2)
   arrays = np.load(out.parent / "ema-2.npz")
   names = sorted({k.split("/", 1)[1] for k in arrays.files})
-  weights = [{n: arrays[f"w{k}/{n}"] for n in names} for k in range(4)]
-  expected = numpy_ema(weights, 0.7)  # data_parallel_checks.py's weight_ema_decay
+  weights = [{n: arrays[f"w{k}/{n}"] for n in names} for k in range(3)]
+  assert not [k for k in arrays.files if k.startswith("w3/")]
+  expected = numpy_ema(weights, 0.7)  # data_parallel_checks.py's EMA_DECAY
   for replica in (0, 1):
     for name in names:
       np.testing.assert_allclose(arrays[f"ema{replica}/{name}"], expected[name], rtol=1e-5,
                                  atol=1e-7, err_msg=f"replica {replica}: {name}")
-  assert not np.allclose(weights[3]["shared_embedding/embeddings"], weights[0]["shared_embedding/embeddings"])
+  assert not np.allclose(weights[2]["shared_embedding/embeddings"], weights[0]["shared_embedding/embeddings"])
+  assert not np.allclose(expected["shared_embedding/embeddings"], weights[2]["shared_embedding/embeddings"])
 
 
 def _model_tensors(prefix):
