@@ -80,7 +80,7 @@ def test_warm_start_keeps_the_optimizer_state_and_the_step_when_asked(source, tm
   assert all(not np.any(v.numpy()) for v in stepped.optimizer.variables[1:])
 
 
-def test_the_command_fine_tunes_into_a_new_directory_with_the_source_vocabulary(source, tmp_path):
+def test_the_command_fine_tunes_into_a_new_directory_with_the_source_vocabulary(source, tmp_path, capsys):
   out = tmp_path / "tuned"
   assert trainer.main(["--problem=algorithmic_copy", f"--output_dir={out}",
                        f"--warm_start_from={source[0]}", "--train_steps=2", "--eval_steps=0",
@@ -89,11 +89,15 @@ def test_the_command_fine_tunes_into_a_new_directory_with_the_source_vocabulary(
   tuned = model_dir.read_model_dir(str(out))[1]
   assert tuned == model_dir.read_model_dir(str(source[0]))[1].replace(learning_rate_constant=0.5)
   assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-2")  # the step starts again at 0
-  # Rerunning resumes the new directory; the warm start is not applied a second time.
+  # Rerunning resumes the new directory; the warm start is not applied a second time (which would
+  # start again at step 0 and train). To the same train_steps: the restore is what is checked.
+  assert "warm start from" in capsys.readouterr().out
   assert trainer.main(["--problem=algorithmic_copy", f"--output_dir={out}",
-                       f"--warm_start_from={source[0]}", "--train_steps=3", "--eval_steps=0",
-                       "--local_eval_frequency=3", "--hparams=learning_rate_constant=0.5"]) == 0
-  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-3")
+                       f"--warm_start_from={source[0]}", "--train_steps=2", "--eval_steps=0",
+                       "--local_eval_frequency=2", "--hparams=learning_rate_constant=0.5"]) == 0
+  printed = capsys.readouterr().out
+  assert f"resumed from {out / 'ckpt-2'} at step 2" in printed and "nothing to do" in printed
+  assert "warm start from" not in printed
 
 
 def test_an_architecture_change_is_refused_naming_the_field(source, tmp_path, capsys):
