@@ -3,6 +3,7 @@
     python scripts/profile_train.py --shape=tiny --batch=64x32           # float32, XLA
     python scripts/profile_train.py --shape=tiny --batch=multi30k        # real 4096-token batches
     python scripts/profile_train.py --shape=tiny --xla=false             # the graph path
+    python scripts/profile_train.py --shape=tiny --xla=both              # XLA, then the graph
     python scripts/profile_train.py --shape=tiny --hparams=dropout=0.2,num_hidden_layers=4
 
 The step is `Trainer.train_step` as `bench_train` times it (`t2t_lite` rows): the shape's set
@@ -36,11 +37,13 @@ def main():
   parser.add_argument("--hparams", default="", help="overrides on the shape's set")
   parser.add_argument("--batch", default="64x32", help="BATCHxLENGTH (random ids) or multi30k")
   parser.add_argument("--precision", default="float32", choices=["float32", "mixed_bfloat16"])
-  parser.add_argument("--xla", default="true", choices=["true", "false"])
+  parser.add_argument("--xla", default="true", choices=["true", "false", "both"],
+                      help="both: the XLA path's profile, then the graph path's, in one process")
   parser.add_argument("--steps", type=int, default=10, help="steps profiled")
   parser.add_argument("--kinds", type=int, default=25, help="kinds printed")
   parser.add_argument("--top", type=int, default=0, help="also print the N longest single events")
-  parser.add_argument("--json", help="write every event's (ms, count) here")
+  parser.add_argument("--json", help="write every event's (ms, count) here (with --xla=both, "
+                                     "F_xla.json and F_graph.json for F.json)")
   args = parser.parse_args()
   if args.steps < 1:
     parser.error("--steps must be >= 1")
@@ -57,22 +60,27 @@ def main():
     except ValueError:
       parser.error(f"--batch takes BATCHxLENGTH (for example 64x32) or multi30k; got {args.batch!r}")
     batches = random_batches(vocab, size, length)
-  step = trainer_step(hp, vocab, xla=args.xla == "true", precision=args.precision)
-  calls = [0]
-
-  def run():
-    step(batches[calls[0] % len(batches)]).numpy()
-    calls[0] += 1
-
-  for _ in range(max(3, len(batches))):  # compile every batch shape, then warm
-    run()
-  tokens = sum(target_tokens(batches[(calls[0] + i) % len(batches)]) for i in range(args.steps))
-  times, wall = profile(run, args.steps)
   print(cpu.describe())
-  print(f"{set_name}{',' + args.hparams if args.hparams else ''}, batch {args.batch}, "
-        f"{args.precision}, {'XLA' if args.xla == 'true' else 'graph'}; {args.steps} steps profiled, "
-        f"{wall:.1f} ms each (wall, under the profiler), {tokens / args.steps:,.0f} target tokens a step")
-  print_thunk_profile(times, args.steps, args.kinds, args.top, args.json)
+  for xla in ((True, False) if args.xla == "both" else (args.xla == "true",)):
+    step = trainer_step(hp, vocab, xla=xla, precision=args.precision)
+    calls = [0]
+
+    def run(step=step, calls=calls):
+      step(batches[calls[0] % len(batches)]).numpy()
+      calls[0] += 1
+
+    for _ in range(max(3, len(batches))):  # compile every batch shape, then warm
+      run()
+    tokens = sum(target_tokens(batches[(calls[0] + i) % len(batches)]) for i in range(args.steps))
+    times, wall = profile(run, args.steps)
+    print(f"{set_name}{',' + args.hparams if args.hparams else ''}, batch {args.batch}, "
+          f"{args.precision}, {'XLA' if xla else 'graph'}; {args.steps} steps profiled, "
+          f"{wall:.1f} ms each (wall, under the profiler), {tokens / args.steps:,.0f} target tokens a step")
+    json_path = args.json
+    if json_path and args.xla == "both":
+      root, extension = os.path.splitext(json_path)
+      json_path = f"{root}_{'xla' if xla else 'graph'}{extension}"
+    print_thunk_profile(times, args.steps, args.kinds, args.top, json_path)
 
 
 if __name__ == "__main__":

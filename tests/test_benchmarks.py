@@ -97,13 +97,18 @@ def test_profile_decode_small():
   assert ms > 0 and abs(tokens - 2 * 4 / (ms / 1000)) <= 0.06 * tokens + 1, output  # 2 x 4 tokens
 
 
-def test_profile_train_small():
-  for xla in ("true", "false"):
-    output = run_script("profile_train.py", "--shape=tiny", "--batch=2x4", "--steps=1", f"--xla={xla}",
-                        smoke=False)
-    kinds = re.findall(r"^ +([\d.]+) +([\d.]+)% +(\d+)  (.+)$", output, re.MULTILINE)
+def test_profile_train_small(tmp_path):
+  # Both paths in one process (--xla=both; a process each cost TensorFlow's import twice).
+  output = run_script("profile_train.py", "--shape=tiny", "--batch=2x4", "--steps=1", "--xla=both",
+                      f"--json={tmp_path / 'events.json'}", smoke=False)
+  sections = re.split(r"^transformer_tiny.*, batch 2x4, float32, (XLA|graph); 1 steps profiled, .*$",
+                      output, flags=re.MULTILINE)
+  assert sections[1::2] == ["XLA", "graph"], output
+  for path, section in zip(sections[1::2], sections[2::2]):
+    kinds = re.findall(r"^ +([\d.]+) +([\d.]+)% +(\d+)  (.+)$", section, re.MULTILINE)
     assert kinds, output
     names = {name for _, _, _, name in kinds}
     assert not any(name.startswith(("ExecutorState", "end: ")) for name in names), names  # containers
-    if xla == "false":
+    if path == "graph":
       assert "_MklMatMul" in names or "MatMul" in names, names  # the graph's ops, by type
+    assert (tmp_path / f"events_{path.lower()}.json").stat().st_size > 2
