@@ -206,8 +206,8 @@ class DecodeHParams:
   # sentences are running than half its rows hold, the running ones move to the front and the
   # loop goes on over those rows only, halving down to this many (`shrinking.run_shrinking`).
   # The same outputs. 0: every step over the whole batch. The decoder's and the server's
-  # batches, and the exported SavedModel's sub-batches (`sub_batch_size` > 0) of at least twice
-  # this many sentences, each traced at its padded size; never greedy or sampling.
+  # batches (a batch size known when the search is traced); not yet the exported SavedModel's,
+  # whose search is traced for any batch (docs/export.md); never greedy or sampling.
   shrink_batch: int = 0
 
   def replace(self, **changes) -> "DecodeHParams":

@@ -25,27 +25,22 @@ SENTENCES = ["A dog .", "Two men in orange vests are working on the side of a bu
 DECODE = "beam_size=2,extra_length=20,max_input_size=32,sub_batch_size=2"
 
 
-# (xla, refill_slots, shrink_batch): the refill search compiled with XLA, as the default export
-# runs it, and the sorted sub-batches as a plain graph, each shrinking to 1 sentence as its
-# sentences end (the sub-batches of 2 traced at their size; a lone sentence at an unknown batch).
-# (The refill search as a graph: tests/test_refill_search.py; shrinking: tests/test_shrinking.py.)
-@pytest.fixture(scope="module", params=[(True, 2, 0), (False, 0, 1)],
-                ids=["xla-refill", "graph-sub-batches-shrinking"])
+# (xla, refill_slots): the refill search compiled with XLA, as the default export runs it, and the
+# sorted sub-batches as a plain graph. (The refill search as a graph: tests/test_refill_search.py.)
+@pytest.fixture(scope="module", params=[(True, 2), (False, 0)], ids=["xla-refill", "graph-sub-batches"])
 def exported(request, tiny_model_dir, tiny_decode_defaults, tmp_path_factory):
   """(model_dir, the loaded SavedModel's signatures, decode hparams), exported with sub-batches of
-  2, refill slots or not, shrinking or not, and the search compiled with XLA or as a plain graph.
-  The decoder the tests compare with never shrinks: `shrink_batch` 0 in the hparams returned."""
+  2, refill slots or not, and the search compiled with XLA or as a plain graph."""
   model_dir, _ = tiny_model_dir
   export_dir = tmp_path_factory.mktemp("export_sorted")
-  xla, slots, shrink = request.param
-  decode = f"{DECODE},xla={str(xla).lower()},refill_slots={slots},shrink_batch={shrink}"
+  xla, slots = request.param
+  decode = f"{DECODE},xla={str(xla).lower()},refill_slots={slots}"
   assert exporter_cli.main([f"--output_dir={model_dir}", f"--export_dir={export_dir}",
                             f"--decode_hparams={decode}", "--version=1"]) == 0
   recorded = json.loads((export_dir / "1" / "assets.extra" / saved_model.DECODE_HPARAMS_FILE).read_text())
   assert recorded["sub_batch_size"] == 2 and recorded["xla"] is xla
-  assert recorded["refill_slots"] == slots and recorded["shrink_batch"] == shrink
-  return (model_dir, tf.saved_model.load(str(export_dir / "1")).signatures,
-          tiny_decode_defaults.parse(decode).replace(shrink_batch=0))
+  assert recorded["refill_slots"] == slots
+  return model_dir, tf.saved_model.load(str(export_dir / "1")).signatures, tiny_decode_defaults.parse(decode)
 
 
 def texts(tensor):

@@ -365,7 +365,7 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   def step(state, extras, batch):
     fn = symbols_to_logits_fn
     if fixed is not None:
-      fn = lambda ids, step, cache: symbols_to_logits_fn(ids, step, cache, extras["fixed"])  # noqa: E731
+      fn = lambda ids, at, cache: symbols_to_logits_fn(ids, at, cache, extras["fixed"])  # noqa: E731
     state = grow(state, fn, batch, beam_size, vocab_size, alpha, eos_id, constraint, reorder_cache)
     return state._replace(done=sentence_done(state, extras["limits"], alpha, stop_early, best_only,
                                              stop_when_finished))

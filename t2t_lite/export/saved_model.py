@@ -43,9 +43,9 @@ import tensorflow as tf
 
 from t2t_lite import model_dir
 from t2t_lite.data.vocab import strip_after_eos
-from t2t_lite.decoding.buckets import BATCH_STEP, batch_buckets, width_buckets
+from t2t_lite.decoding.buckets import BATCH_STEP, width_buckets
 from t2t_lite.decoding.translator import (entries_axis, make_refill_fns, make_search_fn, output_length,
-                                          pad_memory, refills, shrinks, source_limit)
+                                          pad_memory, refills, source_limit)
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 from t2t_lite.graph_functions import graph_function
@@ -98,13 +98,6 @@ class TranslationModule(tf.Module):
     self.buckets = width_buckets(self.limit)
     self.out_lengths = [output_length(width, decode_hparams, max_position) for width in self.buckets]
     self.sub_batch_size = decode_hparams.sub_batch_size
-    # A search whose batch shrinks as sentences end (decode hparam `shrink_batch`) needs its batch
-    # size when traced: the sub-batches' padded sizes it can shrink from get a trace each (the
-    # other sizes, one trace with the batch unknown, every step over the whole batch).
-    self.static_batches = ()
-    if shrinks(decode_hparams) and self.sub_batch_size > 0:
-      self.static_batches = tuple(size for size in batch_buckets(self.sub_batch_size)
-                                  if size >= 2 * decode_hparams.shrink_batch)
     self._search_beams = decode_hparams.beam_size                  # 1: greedy and sampling
     # The refill search (decode hparam refill_slots; never for sampling, whose draws are per
     # batch row: `refills`): the encoder and the slots' search, each compiled per shape bucket.
@@ -257,27 +250,16 @@ class TranslationModule(tf.Module):
     n, width = tf.shape(source)[0], tf.shape(source)[1]
     source = pad_with_filler(source)                                          # [B, S]
 
-    if self.static_batches:  # which static batch size the padded batch is, or the last branch
-      static = tf.equal(tf.constant(self.static_batches, tf.int32), tf.shape(source)[0])
-      batch_index = tf.where(tf.reduce_any(static),
-                             tf.argmax(tf.cast(static, tf.int32), output_type=tf.int32),
-                             len(self.static_batches))
-
     def search_at(index, bucket_width):
-      def at_batch(batch):  # a static batch size, or None
-        def branch():
-          padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
-          ids, scores = self.programs.search(tf.ensure_shape(padded, [batch, bucket_width]),
-                                             best_only=best_only)
-          if ids.shape[2] != self.out_lengths[index]:
-            raise AssertionError(f"the search at width {bucket_width} returned {ids.shape[2]} "
-                                 f"positions, not {self.out_lengths[index]}")
-          return ids[:n], scores[:n]                                          # [n, beams, L]
-        return branch
-      if not self.static_batches:
-        return at_batch(None)
-      return lambda: tf.switch_case(
-          batch_index, [at_batch(batch) for batch in self.static_batches] + [at_batch(None)])
+      def branch():
+        padded = tf.pad(source, [[0, 0], [0, bucket_width - width]], constant_values=PAD_ID)
+        ids, scores = self.programs.search(tf.ensure_shape(padded, [None, bucket_width]),
+                                           best_only=best_only)
+        if ids.shape[2] != self.out_lengths[index]:
+          raise AssertionError(f"the search at width {bucket_width} returned {ids.shape[2]} "
+                               f"positions, not {self.out_lengths[index]}")
+        return ids[:n], scores[:n]                                            # [n, beams, L]
+      return branch
 
     return tf.switch_case(self._bucket(width),
                           [search_at(index, w) for index, w in enumerate(self.buckets)])
