@@ -1,9 +1,9 @@
 """A search loop whose batch shrinks as its sentences end (decode hparam `shrink_batch`).
 
 A batch search runs every step over all its rows until its longest output ends, so the steps
-after most sentences have ended cost as much as the first ones (on the base model's real lines,
-`scripts/batching_cost.py` counts 6x the row-steps of a batch that drops each sentence when it
-ends, CTranslate2's way; docs/performance.md). Dropping sentences one by one changes the batch's
+after most sentences have ended cost as much as the first ones (`scripts/batching_cost.py` counts
+them against a batch that drops each sentence when it ends, CTranslate2's way; the figures are in
+docs/performance.md). Dropping sentences one by one changes the batch's
 shape every step, which a compiled program cannot do; here the batch runs at a few static sizes
 instead, `batch_sizes` (the batch, then halved): while more sentences are running than the next
 size holds, the loop runs at the current size; then the running sentences are moved to the
