@@ -157,3 +157,22 @@ def test_the_translator_compiled_with_xla_translates_alike():
     for full_line, shrunk_line in zip(full, translate(2, shared)):
       assert [ids for ids, _ in shrunk_line] == [ids for ids, _ in full_line]
       np.testing.assert_allclose([s for _, s in shrunk_line], [s for _, s in full_line], rtol=1e-5)
+
+
+def test_a_constrained_search_shrinks_alike():
+  # The parsing constraint's state (per hypothesis: depth, counts, the source's pieces) moves with
+  # the rows: three sentences with limits 12, 16 and 9, the batch shrinking 3 -> 2 -> 1, give the
+  # whole batch's trees and scores.
+  from test_constraints import SOURCES, VOCAB as TREE_VOCAB, copy_constraint, random_model
+  constraint = copy_constraint()
+  limits = np.array([12, 16, 9], "int32")
+  state = constraint.initial_state(SOURCES, limits)
+  for seed in range(2):
+    fn, _ = random_model(seed)
+    runs = [beam_search(fn, {}, 3, 4, TREE_VOCAB, 16, alpha=0.6, decode_lengths=limits,
+                        constraint=constraint, constraint_state=state, batch_sizes=sizes)
+            for sizes in (None, shrinking.batch_sizes(3, 1))]
+    (full_ids, full_scores), (ids, scores) = [(numpy(i), numpy(s)) for i, s in runs]
+    np.testing.assert_array_equal(ids, full_ids)
+    np.testing.assert_array_equal(scores, full_scores)
+    assert np.isfinite(scores[:, 0]).all()
