@@ -95,6 +95,12 @@ class HParams(ModelConfig):
   # gains weight_decay * w before the clipping (L2 through the optimizer, not AdamW's decoupled
   # decay). 0: off (T2T's transformer sets; its basic_params1 has 1e-6).
   weight_decay: float = 0.0
+  # > 0: R-Drop (Liang et al., 2021): each micro-batch goes through the model twice (two dropout
+  # masks, the batch's pairs repeated), and the loss gains rdrop_alpha / 2 times the symmetric
+  # KL divergence of the two predicted distributions at each target token: per token,
+  # CE_1 + CE_2 + alpha / 2 * (KL(p_1 || p_2) + KL(p_2 || p_1)), averaged over both copies'
+  # tokens. A regularizer for small data; it doubles the work of a step. 0: off (T2T has none).
+  rdrop_alpha: float = 0.0
   optimizer: str = "adam"                  # "adam" or "adafactor" (T2T's, with its defaults)
   gradient_accumulation_steps: int = 1     # T2T's optimizer_multistep_accumulate_steps
   # MIXED_PRECISIONS, or AUTO: the fastest that trains as well on this machine (t2t_lite.fast_path)
@@ -127,6 +133,7 @@ class HParams(ModelConfig):
     check_rate("label_smoothing", self.label_smoothing)
     check_rate("subword_sampling_alpha", self.subword_sampling_alpha)
     check(self.weight_decay >= 0.0, f"weight_decay must be >= 0 (0: off), got {self.weight_decay}")
+    check(self.rdrop_alpha >= 0.0, f"rdrop_alpha must be >= 0 (0: off), got {self.rdrop_alpha}")
     check(0.0 <= self.weight_ema_decay < 1.0,
           f"weight_ema_decay must be in [0, 1) (0: off), got {self.weight_ema_decay}")
 

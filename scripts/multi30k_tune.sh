@@ -188,6 +188,11 @@ shopt -s inherit_errexit
 #   tuning runs (1.5262) still improving, its last checkpoint 40.35 on val and its 200x5 average
 #   below it (39.88): with the decay to 0 over the last 2,000 updates, which made the adopted
 #   set's last checkpoint as good as its average; the last 3 checkpoints 100 apart too.
+# - tiny_dropout0.2_rdrop5: R-Drop (hparam rdrop_alpha, Liang et al. 2021; alpha 5 as their
+#   WMT/IWSLT runs): every batch twice through the model and the two predictions pulled
+#   together by a symmetric KL term. The adopted set stops improving on val after ~4,000 updates
+#   (a regularization limit: dev loss flat from 4,200 to 11,872 updates on the Zen 5), the case
+#   R-Drop is for; each update costs about twice, so it needs a budget past that point.
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -254,6 +259,7 @@ tiny_dropout0.1       hidden_size=128,filter_size=256,num_hidden_layers=4,attent
 tiny_dropout0.1_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.1,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
 tiny_dropout0.2_ls0.2  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=0.6
 tiny_dropout0.2_ls0.2_alpha1.0  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,label_smoothing=0.2,learning_rate_constant=1.79  200x5  beam_size=4,alpha=1.0
+tiny_dropout0.2_rdrop5  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,rdrop_alpha=5  200x5  beam_size=4,alpha=1.2
 "
 TRAIN_FLAGS=()
 if [ "${SMOKE:-0}" = 1 ]; then  # the whole path, small: tiny models, 20 updates, 20 val lines

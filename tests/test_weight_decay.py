@@ -6,10 +6,11 @@ optimizer receives is weight_decay times the weights, and exactly 0 for the bias
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from t2t_lite.hparams import get_hparams
 from t2t_lite.training import keras_fit, train_loop
+
+from trainer_testing import record_applied_gradients
 
 DECAY = 0.01
 MICRO = ("hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,batch_size=256,"
@@ -27,15 +28,7 @@ def first_update(tmp_path, weight_decay):
   for v in variables:  # biases and betas start at 0: nonzero, so that decaying them would show
     v.assign(v + rng.normal(0, 0.1, v.shape).astype(v.dtype))
   before = {p: v.numpy() for p, v in zip(paths, variables)}
-  received = [tf.Variable(tf.zeros_like(v)) for v in variables]
-  apply = trainer.optimizer.apply
-
-  def recording_apply(grads, trainable):
-    for slot, grad in zip(received, grads):
-      slot.assign(grad)
-    return apply(grads, trainable)
-
-  trainer.optimizer.apply = recording_apply
+  received = record_applied_gradients(trainer)
   trainer.train_step({"inputs": rng.integers(2, 30, (4, 7)).astype("int32"),
                       "targets": rng.integers(2, 30, (4, 9)).astype("int32")})
   return before, {p: r.numpy() for p, r in zip(paths, received)}

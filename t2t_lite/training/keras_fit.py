@@ -70,6 +70,10 @@ def build_optimizer(hparams: HParams, train_steps: int | None = None) -> keras.o
     raise ValueError(f"weight_decay={hparams.weight_decay} (T2T's L2 term in the loss) is applied "
                      "by t2t-lite-trainer's loop, not by Keras' fit: train through t2t-lite-trainer, "
                      "or set weight_decay=0 and give fit a Keras regularizer")
+  if hparams.rdrop_alpha:
+    raise ValueError(f"rdrop_alpha={hparams.rdrop_alpha} (R-Drop: each batch twice and a KL term "
+                     "in the loss) is applied by t2t-lite-trainer's loop, not by Keras' fit: train "
+                     "through t2t-lite-trainer, or set rdrop_alpha=0")
   return keras.optimizers.Adam(
       learning_rate=TransformerSchedule.from_hparams(hparams, accumulation_steps=1,
                                                      train_steps=train_steps),

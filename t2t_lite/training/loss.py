@@ -157,20 +157,10 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
     `loss_sum` is differentiable (in `decoder_output`, `table` and `bias`); `nll_sum` is a metric.
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  depth, vocab_size = decoder_output.shape[-1], table.shape[0]
-  flat = tf.reshape(decoder_output, [-1, depth])                                 # [N, d]
+  vocab_size = table.shape[0]
   flat_targets = tf.reshape(tf.cast(targets, tf.int32), [-1])                    # [N]
-  if compact:
-    real = tf.where(tf.not_equal(flat_targets, pad_id))[:, 0]                    # [M]
-    count = tf.shape(real)[0]
-    rows_padded = (count + row_multiple - 1) // row_multiple * row_multiple
-    index = tf.pad(real, [[0, rows_padded - count]])                             # [R]
-    weights = tf.cast(tf.range(rows_padded) < count, tf.float32)                 # [R]
-    row_targets = tf.gather(flat_targets, index)
-    rows = tf.gather(flat, index)
-  else:
-    weights = tf.cast(tf.not_equal(flat_targets, pad_id), tf.float32)            # [N]
-    count, row_targets, rows = tf.reduce_sum(weights), flat_targets, flat
+  take, weights, count = _scored_rows(flat_targets, pad_id, compact, row_multiple)
+  row_targets, (rows,) = take(flat_targets), _flat_rows(take, decoder_output)
   kernel = _loss_and_gradient(float(label_smoothing), vocab_size)
   nll = []
 
@@ -194,6 +184,63 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
 
   loss_sum = project_and_score(rows, table, *([] if bias is None else [bias]))
   return loss_sum, tf.cast(count, tf.float32), tf.stop_gradient(nll[0])
+
+
+def _scored_rows(flat_targets, pad_id, compact, row_multiple):
+  """(take, weights [R], count) for the positions a loss scores among flat_targets [N]: with
+  `compact`, `take` gathers the real (non-pad) positions' rows, padded to a multiple of
+  `row_multiple` with zero weight; otherwise it keeps all N rows, padded ones at weight 0."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  if not compact:
+    weights = tf.cast(tf.not_equal(flat_targets, pad_id), tf.float32)            # [N]
+    return (lambda t: t), weights, tf.reduce_sum(weights)
+  real = tf.where(tf.not_equal(flat_targets, pad_id))[:, 0]                      # [M]
+  count = tf.shape(real)[0]
+  rows_padded = (count + row_multiple - 1) // row_multiple * row_multiple
+  index = tf.pad(real, [[0, rows_padded - count]])                               # [R]
+  weights = tf.cast(tf.range(rows_padded) < count, tf.float32)                   # [R]
+  return (lambda t: tf.gather(t, index)), weights, count
+
+
+def _flat_rows(take, *outputs):
+  """Each [batch, length, d] of `outputs` as the [R, d] rows `take` keeps."""
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return [take(tf.reshape(t, [-1, t.shape[-1]])) for t in outputs]
+
+
+def symmetric_kl(logits_a, logits_b):
+  """KL(p_a || p_b) + KL(p_b || p_a) per row of logits [..., V] (softmax over the last axis),
+  as sum_v (p_a - p_b) * (log p_a - log p_b), in float32: [...]."""
+  log_a = ops.log_softmax(ops.cast(logits_a, "float32"), axis=-1)
+  log_b = ops.log_softmax(ops.cast(logits_b, "float32"), axis=-1)
+  return ops.sum((ops.exp(log_a) - ops.exp(log_b)) * (log_a - log_b), axis=-1)
+
+
+def projected_rdrop_kl(decoder_output, table, targets, pad_id=PAD_ID, compact=True,
+                       row_multiple=128, bias=None):
+  """R-Drop's term (hparam `rdrop_alpha`): the sum over the real target tokens of the first half
+  of the batch of `symmetric_kl` between the two halves' predictions, for a batch made of the
+  same pairs twice (rows i and B/2 + i alike, each through its own dropout masks).
+
+  Args:
+    decoder_output: [B, length, d] (`Transformer.decoder_output` of the doubled batch).
+    table: [V, d], the shared embedding matrix; the logits are `decoder_output @ table^T`
+      (+ `bias`, [V], when given), computed here for the real tokens only with `compact`, all
+      positions (padded ones at weight 0) without (under XLA: static shapes).
+    targets: [B, length] int ids of the doubled batch, `pad_id` where padded.
+  Returns:
+    A float32 scalar, differentiable in `decoder_output`, `table` and `bias`.
+  """
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  half = tf.shape(decoder_output)[0] // 2
+  flat_targets = tf.reshape(tf.cast(targets[:half], tf.int32), [-1])
+  take, weights, _ = _scored_rows(flat_targets, pad_id, compact, row_multiple)
+  rows_a, rows_b = _flat_rows(take, decoder_output[:half], decoder_output[half:])
+
+  def logits(rows):
+    out = tf.matmul(rows, tf.cast(table, rows.dtype), transpose_b=True)
+    return out if bias is None else tf.cast(out, tf.float32) + tf.cast(bias, tf.float32)
+  return tf.reduce_sum(symmetric_kl(logits(rows_a), logits(rows_b)) * weights)
 
 
 @functools.cache

@@ -60,7 +60,7 @@ from t2t_lite.training import best as best_lib
 from t2t_lite.training import distribute, evaluation
 from t2t_lite.training.adafactor import adafactor
 from t2t_lite.training.adam import Adam
-from t2t_lite.training.loss import projected_cross_entropy
+from t2t_lite.training.loss import projected_cross_entropy, projected_rdrop_kl
 from t2t_lite.training.evaluation import write_scalars as _write_scalars
 from t2t_lite.training.schedule import TransformerSchedule
 from t2t_lite.token_ids import PAD_ID
@@ -282,6 +282,10 @@ class Trainer:
       loss_sum, _, _ = projected_cross_entropy(decoder_output, table, batch["targets"],
                                                self.hparams.label_smoothing,
                                                compact=not self.hparams.xla_compile, bias=bias)
+      if self.hparams.rdrop_alpha > 0:  # the batch holds its pairs twice (`_micro_batch`)
+        loss_sum += self.hparams.rdrop_alpha / 2 * projected_rdrop_kl(
+            decoder_output, table, batch["targets"], compact=not self.hparams.xla_compile,
+            bias=bias)
       scaled = self.optimizer.scale_loss(loss_sum / tokens)
     variables = self.model.trainable_variables
     # Dense: accumulated, summed and scaled alike (an embedding looked up and not used as the
@@ -290,7 +294,11 @@ class Trainer:
                       for g, v in zip(tape.gradient(scaled, variables), variables)]
 
   def _micro_batch(self, batch):
-    """(loss sum, gradients, tokens): tokens are the micro-batch's over all replicas."""
+    """(loss sum, gradients, tokens): tokens are the micro-batch's over all replicas. With
+    R-Drop (hparam `rdrop_alpha`) the micro-batch's pairs go through the model twice, as one
+    batch of the pairs repeated: its tokens count twice, so the loss stays a mean per token."""
+    if self.hparams.rdrop_alpha > 0:
+      batch = {key: tf.concat([t, t], axis=0) for key, t in batch.items()}
     local_tokens = tf.reduce_sum(tf.cast(tf.not_equal(batch["targets"], PAD_ID), tf.float32))
     tokens = tf.distribute.get_replica_context().all_reduce(SUM, local_tokens)
     loss_sum, grads = self.gradients_fn(batch, tf.maximum(tokens, 1.0))
@@ -299,12 +307,17 @@ class Trainer:
   def _accumulate(self, batch):
     loss_sum, grads, tokens = self._micro_batch(batch)
     self.accumulator.add(loss_sum, grads, tokens)
-    return loss_sum / tf.maximum(tokens, 1.0), tokens  # this replica's share of the loss
+    # this replica's share of the loss
+    return loss_sum / tf.maximum(tokens, 1.0), self._data_tokens(tokens)
+
+  def _data_tokens(self, tokens):
+    """The micro-batch's target tokens as the data has them (R-Drop counts each pair twice)."""
+    return tokens / 2 if self.hparams.rdrop_alpha > 0 else tokens
 
   def _update(self, batch):
     """The last micro-batch of an update: all-reduce, check, clip, apply (see the module doc)."""
     loss_sum, grads, tokens = self._micro_batch(batch)
-    batch_tokens = tokens
+    batch_tokens = self._data_tokens(tokens)
     if self.accumulator is not None:
       loss_sum, grads, tokens = self.accumulator.total(loss_sum, grads, tokens)
     *grads, loss_sum = tf.distribute.get_replica_context().all_reduce(SUM, [*grads, loss_sum])
