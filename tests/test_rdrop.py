@@ -2,10 +2,12 @@
 Networks"): each micro-batch's pairs go through the model twice, and the loss per token is
 CE_1 + CE_2 + alpha / 2 * (KL(p_1 || p_2) + KL(p_2 || p_1)), averaged over both copies' tokens.
 
-The KL term is checked against numpy; the trainer's whole gradient against one written out
-independently (the doubled batch through the model with the same dropout masks, explicit logits,
-the plain keras.ops cross entropy and each KL direction on its own), in a graph and under XLA;
-with every dropout at 0 both copies agree, so R-Drop's update is plain training's."""
+The loss (the KL term fused into the projected cross entropy, its gradient in the same buffer)
+is checked against numpy and against autodiff of the terms written out; the trainer's whole
+gradient against one written out independently (the doubled batch through the model with the
+same dropout masks, explicit logits, the plain keras.ops cross entropy and each KL direction on
+its own), in a graph and under XLA; with every dropout at 0 both copies agree, so R-Drop's
+update is plain training's."""
 
 import numpy as np
 import pytest
@@ -14,7 +16,7 @@ import tensorflow as tf
 from t2t_lite.hparams import get_hparams
 from t2t_lite.token_ids import PAD_ID
 from t2t_lite.training import keras_fit, train_loop
-from t2t_lite.training.loss import projected_rdrop_kl, smoothed_cross_entropy, symmetric_kl
+from t2t_lite.training.loss import projected_cross_entropy, smoothed_cross_entropy
 
 from trainer_testing import record_applied_gradients
 
@@ -28,39 +30,39 @@ def numpy_log_softmax(x):
   return x - np.log(np.exp(x).sum(-1, keepdims=True))
 
 
-def numpy_symmetric_kl(a, b):
-  la, lb = numpy_log_softmax(a), numpy_log_softmax(b)
-  pa, pb = np.exp(la), np.exp(lb)
-  return (pa * (la - lb)).sum(-1) + (pb * (lb - la)).sum(-1)
-
-
-def test_symmetric_kl_is_both_directions_summed():
-  rng = np.random.default_rng(0)
-  a, b = rng.normal(0, 2, (3, 5, 40)).astype("float32"), rng.normal(0, 2, (3, 5, 40)).astype("float32")
-  np.testing.assert_allclose(np.asarray(symmetric_kl(a, b)), numpy_symmetric_kl(a, b), rtol=1e-4, atol=1e-6)
-  np.testing.assert_allclose(np.asarray(symmetric_kl(a, a)), 0.0, atol=1e-6)
-  assert np.all(np.asarray(symmetric_kl(a, b)) > 0)
-
-
 @pytest.mark.parametrize("compact", [True, False])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_projected_rdrop_kl_sums_the_real_tokens_of_the_two_halves(compact, with_bias):
+def test_the_projected_loss_adds_the_kl_of_the_two_halves_and_its_gradient(compact, with_bias):
   rng = np.random.default_rng(1)
-  half, length, depth, vocab = 3, 6, 8, 50
-  output = rng.normal(0, 1, (2 * half, length, depth)).astype("float32")
-  table = rng.normal(0, 1, (vocab, depth)).astype("float32")
-  bias = rng.normal(0, 1, (vocab,)).astype("float32") if with_bias else None
+  half, length, depth, vocab, alpha, eps = 3, 6, 8, 50, 5.0, 0.1
+  output = tf.constant(rng.normal(0, 1, (2 * half, length, depth)).astype("float32"))
+  table = tf.Variable(rng.normal(0, 1, (vocab, depth)).astype("float32"))
+  bias = tf.Variable(rng.normal(0, 1, (vocab,)).astype("float32")) if with_bias else None
   targets = rng.integers(2, vocab, (half, length)).astype("int32")
   targets[0, 4:] = PAD_ID
   targets[2, 1:] = PAD_ID
-  doubled = np.concatenate([targets, targets])
-  got = float(projected_rdrop_kl(tf.constant(output), tf.constant(table), tf.constant(doubled),
-                                 compact=compact, row_multiple=4,
-                                 bias=None if bias is None else tf.constant(bias)))
-  logits = output @ table.T + (0 if bias is None else bias)
-  per_token = numpy_symmetric_kl(logits[:half], logits[half:])         # [half, length]
-  expected = per_token[targets != PAD_ID].sum()
-  assert got == pytest.approx(expected, rel=1e-4)
+  doubled = tf.constant(np.concatenate([targets, targets]))
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch(output)
+    loss, count, nll = projected_cross_entropy(output, table, doubled, eps, compact=compact,
+                                               row_multiple=4, bias=bias, rdrop_alpha=alpha)
+    # The reference: explicit logits, the keras.ops cross entropy, each KL direction on its own.
+    logits = tf.matmul(output, table, transpose_b=True) + (0.0 if bias is None else bias)
+    ce, ref_count, ref_nll = smoothed_cross_entropy(logits, doubled, eps)
+    log_p = tf.nn.log_softmax(logits)
+    first, second = log_p[:half], log_p[half:]
+    kl = (tf.reduce_sum(tf.exp(first) * (first - second), -1)
+          + tf.reduce_sum(tf.exp(second) * (second - first), -1))
+    reference = ce + alpha / 2 * tf.reduce_sum(kl * tf.cast(targets != PAD_ID, tf.float32))
+  assert float(count) == float(ref_count) == 2 * np.sum(targets != PAD_ID)
+  assert float(nll) == pytest.approx(float(ref_nll), rel=1e-5)
+  assert float(loss) == pytest.approx(float(reference), rel=1e-5)
+  logp_a, logp_b = numpy_log_softmax(logits.numpy()[:half]), numpy_log_softmax(logits.numpy()[half:])
+  numpy_kl = ((np.exp(logp_a) - np.exp(logp_b)) * (logp_a - logp_b)).sum(-1)[targets != PAD_ID].sum()
+  assert float(reference - ce) == pytest.approx(alpha / 2 * numpy_kl, rel=1e-4)
+  sources = [output, table] + ([] if bias is None else [bias])
+  for got, expected in zip(tape.gradient(loss, sources), tape.gradient(reference, sources)):
+    np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-4, atol=1e-5)
 
 
 def one_update(tmp_path, overrides, reference_alphas=()):

@@ -131,7 +131,7 @@ def _loss_sums(label_smoothing, vocab):
 
 
 def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1, pad_id=PAD_ID,
-                            compact=True, row_multiple=128, bias=None):
+                            compact=True, row_multiple=128, bias=None, rdrop_alpha=0.0):
   """`smoothed_cross_entropy(decoder_output @ table^T, targets)` for TensorFlow training: the
   pre-softmax projection and the loss in one differentiable function, faster with its gradients
   than the projection followed by `fast_smoothed_cross_entropy` (`python scripts/bench_train.py
@@ -152,15 +152,29 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
     targets: [batch, length] int ids, `pad_id` where padded.
     bias: optional [V] logits bias (a model with `logits_bias`): the logits are
       `decoder_output @ table^T + bias`.
+    rdrop_alpha: > 0 for R-Drop (hparam `rdrop_alpha`): the batch holds the same pairs twice
+      (rows i and B/2 + i), and the loss gains rdrop_alpha / 2 times the sum over the real
+      tokens of the symmetric KL divergence between the two halves' predictions; its gradient
+      joins the cross entropy's in the same [2R, V] buffer, so the backward pass keeps its two
+      matmuls (`_rdrop_kl_and_gradient`).
   Returns:
-    (loss_sum, token_count, nll_sum), float32 scalars, as `smoothed_cross_entropy`. Only
-    `loss_sum` is differentiable (in `decoder_output`, `table` and `bias`); `nll_sum` is a metric.
+    (loss_sum, token_count, nll_sum), float32 scalars, as `smoothed_cross_entropy` (with R-Drop,
+    over both halves' tokens). Only `loss_sum` is differentiable (in `decoder_output`, `table`
+    and `bias`); `nll_sum` is a metric.
   """
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   vocab_size = table.shape[0]
-  flat_targets = tf.reshape(tf.cast(targets, tf.int32), [-1])                    # [N]
-  take, weights, count = _scored_rows(flat_targets, pad_id, compact, row_multiple)
-  row_targets, (rows,) = take(flat_targets), _flat_rows(take, decoder_output)
+  if rdrop_alpha > 0:  # both halves at the first half's real positions, a's rows then b's
+    half = tf.shape(decoder_output)[0] // 2
+    flat_targets = tf.reshape(tf.cast(targets[:half], tf.int32), [-1])
+    take, weights, count = _scored_rows(flat_targets, pad_id, compact, row_multiple)
+    row_targets = tf.tile(take(flat_targets), [2])
+    rows = tf.concat(_flat_rows(take, decoder_output[:half], decoder_output[half:]), axis=0)
+    half_weights, weights, count = weights, tf.tile(weights, [2]), 2 * count
+  else:
+    flat_targets = tf.reshape(tf.cast(targets, tf.int32), [-1])                  # [N]
+    take, weights, count = _scored_rows(flat_targets, pad_id, compact, row_multiple)
+    row_targets, (rows,) = take(flat_targets), _flat_rows(take, decoder_output)
   kernel = _loss_and_gradient(float(label_smoothing), vocab_size)
   nll = []
 
@@ -172,6 +186,10 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
       logits = tf.cast(logits, tf.float32) + tf.cast(bias[0], tf.float32)
     loss_sum, nll_sum, d_logits = kernel(logits, row_targets, weights)
     nll.append(nll_sum)
+    if rdrop_alpha > 0:
+      kl_sum, d_kl = _rdrop_kl_and_gradient()(logits, half_weights)
+      loss_sum += rdrop_alpha / 2 * kl_sum
+      d_logits += rdrop_alpha / 2 * d_kl
 
     def grad(d_loss):
       d = tf.cast(d_logits, rows.dtype)
@@ -208,39 +226,30 @@ def _flat_rows(take, *outputs):
   return [take(tf.reshape(t, [-1, t.shape[-1]])) for t in outputs]
 
 
-def symmetric_kl(logits_a, logits_b):
-  """KL(p_a || p_b) + KL(p_b || p_a) per row of logits [..., V] (softmax over the last axis),
-  as sum_v (p_a - p_b) * (log p_a - log p_b), in float32: [...]."""
-  log_a = ops.log_softmax(ops.cast(logits_a, "float32"), axis=-1)
-  log_b = ops.log_softmax(ops.cast(logits_b, "float32"), axis=-1)
-  return ops.sum((ops.exp(log_a) - ops.exp(log_b)) * (log_a - log_b), axis=-1)
-
-
-def projected_rdrop_kl(decoder_output, table, targets, pad_id=PAD_ID, compact=True,
-                       row_multiple=128, bias=None):
-  """R-Drop's term (hparam `rdrop_alpha`): the sum over the real target tokens of the first half
-  of the batch of `symmetric_kl` between the two halves' predictions, for a batch made of the
-  same pairs twice (rows i and B/2 + i alike, each through its own dropout masks).
-
-  Args:
-    decoder_output: [B, length, d] (`Transformer.decoder_output` of the doubled batch).
-    table: [V, d], the shared embedding matrix; the logits are `decoder_output @ table^T`
-      (+ `bias`, [V], when given), computed here for the real tokens only with `compact`, all
-      positions (padded ones at weight 0) without (under XLA: static shapes).
-    targets: [B, length] int ids of the doubled batch, `pad_id` where padded.
-  Returns:
-    A float32 scalar, differentiable in `decoder_output`, `table` and `bias`.
-  """
+@functools.cache
+def _rdrop_kl_and_gradient():
+  """The XLA-compiled `(logits [2R, V], weights [R]) -> (sum_i weights_i * (KL(p_a || p_b) +
+  KL(p_b || p_a)), its gradient with respect to logits [2R, V])`, copy a in rows :R and copy b
+  in rows R:. With la = log p_a, lb = log p_b, the term of a row is sum_v (p_a - p_b)(la - lb),
+  and its gradient in a's logits p_a * (la - lb - KL(p_a || p_b)) + p_a - p_b (b's alike)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  half = tf.shape(decoder_output)[0] // 2
-  flat_targets = tf.reshape(tf.cast(targets[:half], tf.int32), [-1])
-  take, weights, _ = _scored_rows(flat_targets, pad_id, compact, row_multiple)
-  rows_a, rows_b = _flat_rows(take, decoder_output[:half], decoder_output[half:])
+  from t2t_lite.graph_functions import graph_function  # pylint: disable=import-outside-toplevel
 
-  def logits(rows):
-    out = tf.matmul(rows, tf.cast(table, rows.dtype), transpose_b=True)
-    return out if bias is None else tf.cast(out, tf.float32) + tf.cast(bias, tf.float32)
-  return tf.reduce_sum(symmetric_kl(logits(rows_a), logits(rows_b)) * weights)
+  def kernel(logits, weights):
+    logits = tf.cast(logits, tf.float32)
+    rows = tf.shape(logits)[0] // 2
+    log_p = logits - tf.reduce_logsumexp(logits, axis=-1, keepdims=True)
+    log_a, log_b = log_p[:rows], log_p[rows:]
+    p_a, p_b = tf.exp(log_a), tf.exp(log_b)
+    diff = log_a - log_b
+    kl_ab = tf.reduce_sum(p_a * diff, -1, keepdims=True)                         # [R, 1]
+    kl_ba = -tf.reduce_sum(p_b * diff, -1, keepdims=True)
+    w = weights[:, None]
+    d_a = w * (p_a * (diff - kl_ab) + p_a - p_b)
+    d_b = w * (p_b * (-diff - kl_ba) + p_b - p_a)
+    return tf.reduce_sum((kl_ab + kl_ba) * w), tf.concat([d_a, d_b], axis=0)
+
+  return graph_function(kernel, jit_compile=True, reduce_retracing=True)
 
 
 @functools.cache

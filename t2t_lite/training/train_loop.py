@@ -60,7 +60,7 @@ from t2t_lite.training import best as best_lib
 from t2t_lite.training import distribute, evaluation
 from t2t_lite.training.adafactor import adafactor
 from t2t_lite.training.adam import Adam
-from t2t_lite.training.loss import projected_cross_entropy, projected_rdrop_kl
+from t2t_lite.training.loss import projected_cross_entropy
 from t2t_lite.training.evaluation import write_scalars as _write_scalars
 from t2t_lite.training.schedule import TransformerSchedule
 from t2t_lite.token_ids import PAD_ID
@@ -279,13 +279,11 @@ class Trainer:
       decoder_output = self.model.decoder_output(batch, training=True)
       table = tf.convert_to_tensor(self.model.softmax.embeddings)
       bias = getattr(self.model.softmax, "logits_bias", None)  # an imported model's
+      # With R-Drop the batch holds its pairs twice (`_micro_batch`).
       loss_sum, _, _ = projected_cross_entropy(decoder_output, table, batch["targets"],
                                                self.hparams.label_smoothing,
-                                               compact=not self.hparams.xla_compile, bias=bias)
-      if self.hparams.rdrop_alpha > 0:  # the batch holds its pairs twice (`_micro_batch`)
-        loss_sum += self.hparams.rdrop_alpha / 2 * projected_rdrop_kl(
-            decoder_output, table, batch["targets"], compact=not self.hparams.xla_compile,
-            bias=bias)
+                                               compact=not self.hparams.xla_compile, bias=bias,
+                                               rdrop_alpha=self.hparams.rdrop_alpha)
       scaled = self.optimizer.scale_loss(loss_sum / tokens)
     variables = self.model.trainable_variables
     # Dense: accumulated, summed and scaled alike (an embedding looked up and not used as the
