@@ -99,7 +99,7 @@ class HParams(ModelConfig):
   # masks, the batch's pairs repeated), and the loss gains rdrop_alpha / 2 times the symmetric
   # KL divergence of the two predicted distributions at each target token: per token,
   # CE_1 + CE_2 + alpha / 2 * (KL(p_1 || p_2) + KL(p_2 || p_1)), averaged over both copies'
-  # tokens. A regularizer for small data; it doubles the work of a step. 0: off (T2T has none).
+  # tokens. A regularizer for small data; a step computes twice the batch. 0: off (T2T has none).
   rdrop_alpha: float = 0.0
   optimizer: str = "adam"                  # "adam" or "adafactor" (T2T's, with its defaults)
   gradient_accumulation_steps: int = 1     # T2T's optimizer_multistep_accumulate_steps

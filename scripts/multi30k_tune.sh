@@ -192,7 +192,7 @@ shopt -s inherit_errexit
 #   WMT/IWSLT runs): every batch twice through the model and the two predictions pulled
 #   together by a symmetric KL term. The adopted set stops improving on val after ~4,000 updates
 #   (a regularization limit: dev loss flat from 4,200 to 11,872 updates on the Zen 5), the case
-#   R-Drop is for; each update costs about twice, so it needs a budget past that point.
+#   R-Drop is for; each update takes about 2.4x as long, so it needs a budget past that point.
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6

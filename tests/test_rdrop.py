@@ -82,7 +82,8 @@ def one_update(tmp_path, overrides, reference_alphas=()):
   targets = rng.integers(2, 30, (4, 9)).astype("int32")
   targets[1, 6:] = PAD_ID
   batch = {"inputs": rng.integers(2, 30, (4, 7)).astype("int32"), "targets": targets}
-  trainer.train_step(batch)
+  _, tokens = trainer.train_step(batch)
+  assert float(tokens) == np.sum(targets != PAD_ID)  # the data's tokens, once (tokens/s)
   got = [r.numpy() for r in received]
   return got, [reference(trainer, batch, variables, seeds, before, seeds_before, alpha)
                for alpha in reference_alphas]
