@@ -192,8 +192,11 @@ def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
   `more`, against the same one-device runs instead: "xla", N replicas accumulating that compile
   their forward and backward passes with XLA (`xla_compile`; the same accumulation, checked
   without XLA by the run without `more`); "no_accumulation", N replicas each given its share of
-  the whole update at once. (The 2-device process ran "accumulated" too until 2026-11-29: 11 s of
-  its 30-s check, the same code as the 4-device process's run.)
+  the whole update at once; "rdrop", N replicas accumulating with R-Drop (rdrop_alpha=5), each
+  replica doubling its own micro-batch: with no dropout the two copies agree and the KL term is
+  0, so only a token count or a loss scale wrong across replicas (the doubled rows counted
+  once, or per replica) moves it away from one device. (The 2-device process ran "accumulated"
+  too until 2026-11-29: 11 s of its 30-s check, the same code as the 4-device process's run.)
 
   `ema`, with `more`: a dict filled with the arrays of "no_accumulation", which keeps a moving
   average (weight_ema_decay=EMA_DECAY; each replica given its own rows): its weights as built and
@@ -209,7 +212,9 @@ def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
     many = {"xla": train_loop.Trainer(hp.replace(gradient_accumulation_steps=2, xla_compile=True), 32,
                                       f"{out}/xla", strategy),
             "no_accumulation": train_loop.Trainer(hp.replace(weight_ema_decay=EMA_DECAY), 32,
-                                                  f"{out}/no_accumulation", strategy)}
+                                                  f"{out}/no_accumulation", strategy),
+            "rdrop": train_loop.Trainer(hp.replace(gradient_accumulation_steps=2, rdrop_alpha=5.0),
+                                        32, f"{out}/rdrop", strategy)}
     averaged = many["no_accumulation"]
     averaged_variables = model_dir.checkpointable(averaged.model)
     ema.update({f"w0/{n}": averaged_variables[n].numpy() for n in averaged.ema})   # as built
@@ -221,17 +226,19 @@ def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
     trainer.model.set_weights(start)
   losses = {name: [] for name in ("one", *many)}
   tokens = []
+  reported = {name: [] for name in many}  # the target tokens each micro-batch's call returns
 
   def step(trainer, per_replica):
-    loss, _ = trainer.train_step(strategy.experimental_distribute_values_from_function(
+    loss, counted = trainer.train_step(strategy.experimental_distribute_values_from_function(
         lambda ctx: per_replica[ctx.replica_id_in_sync_group]))
+    reported[next(name for name, t in many.items() if t is trainer)].append(float(counted))
     return float(loss)
 
   for update in micro_batches(replicas):
     whole = {k: np.concatenate([b[k] for micro in update for b in micro]) for k in ("inputs", "targets")}
     losses["one"].append(float(one.train_step(whole)[0]))
     unclipped.train_step(whole)
-    accumulating = [name for name in ("accumulated", "xla") if name in many]
+    accumulating = [name for name in ("accumulated", "xla", "rdrop") if name in many]
     for micro in update:
       tokens.append([int((b["targets"] != 0).sum()) for b in micro])
       last = {name: step(many[name], micro) for name in accumulating}
@@ -257,6 +264,7 @@ def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
   # so an element-wise tolerance would test the rounding, not the algorithm.
   unclipped_apart = distance(unclipped.model.get_weights(), one.model.get_weights()) / moved
   return {name: {"losses": {"one": losses["one"], "many": losses[name]}, "tokens": tokens,
+                 "reported_tokens": reported[name],
                  "steps": [one.step, trainer.step], "xla_compiled_functions": xla_compiled_functions(trainer),
                  "apart_over_moved": distance(trainer.model.get_weights(), one.model.get_weights()) / moved,
                  "unclipped_apart_over_moved": unclipped_apart}

@@ -138,6 +138,17 @@ def test_replicas_without_accumulation_equal_one_device(run_mirrored):
   _assert_clipped_accumulated_update_equals_one_device(clipping)
 
 
+def test_rdrop_on_replicas_accumulating_equals_one_device(run_mirrored):
+  """R-Drop on 2 replicas accumulating 2 micro-batches, each replica doubling its own rows: with
+  no dropout both copies agree (the KL term is 0), so the update is plain training's and ends
+  where one device without R-Drop does, clipping active; the loss each update reports too. Each
+  micro-batch's call reports the data's target tokens over both replicas, counted once (the
+  trainer's tokens/s), though the model saw each row twice."""
+  rdrop = run_mirrored(2)[0]["clipping"]["rdrop"]
+  _assert_clipped_accumulated_update_equals_one_device(rdrop)
+  assert rdrop["reported_tokens"] == [float(sum(micro)) for micro in rdrop["tokens"]]
+
+
 def test_ema_equals_numpy_on_every_replica_of_2_devices(run_mirrored):
   """The weights' moving average (weight_ema_decay=0.7), each of 2 replicas given its own rows
   (the clipping check's run without accumulation, 2 updates): every replica's copy equals
