@@ -228,10 +228,10 @@ def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
   tokens = []
   reported = {name: [] for name in many}  # the target tokens each micro-batch's call returns
 
-  def step(trainer, per_replica):
-    loss, counted = trainer.train_step(strategy.experimental_distribute_values_from_function(
+  def step(name, per_replica):
+    loss, counted = many[name].train_step(strategy.experimental_distribute_values_from_function(
         lambda ctx: per_replica[ctx.replica_id_in_sync_group]))
-    reported[next(name for name, t in many.items() if t is trainer)].append(float(counted))
+    reported[name].append(float(counted))
     return float(loss)
 
   for update in micro_batches(replicas):
@@ -241,13 +241,13 @@ def check_clipping_and_accumulation(strategy, out, more=False, ema=None):
     accumulating = [name for name in ("accumulated", "xla", "rdrop") if name in many]
     for micro in update:
       tokens.append([int((b["targets"] != 0).sum()) for b in micro])
-      last = {name: step(many[name], micro) for name in accumulating}
+      last = {name: step(name, micro) for name in accumulating}
     for name in accumulating:  # the update's loss: what its last micro-batch's call returns
       losses[name].append(last[name])
     if "no_accumulation" in many:
       shares = [{k: np.concatenate([micro[r][k] for micro in update]) for k in ("inputs", "targets")}
                 for r in range(replicas)]
-      losses["no_accumulation"].append(step(many["no_accumulation"], shares))
+      losses["no_accumulation"].append(step("no_accumulation", shares))
       ema.update({f"w{len(losses['no_accumulation'])}/{n}": averaged_variables[n].numpy()
                   for n in averaged.ema})
 
