@@ -131,13 +131,15 @@ def available_cores() -> int:
 def summary(text: str | None = None, cores: int | None = None) -> str:
   """The model, the cores and the widest x86 vector extension (AVX-512, AVX2, or "no AVX2"), with
   AVX512_BF16 / AMX where the CPU has native bfloat16 matmuls, for a recipe's table, e.g. "AMD
-  EPYC (Zen 3), 2 cores, AVX2" or "AMD EPYC (Zen 4), 2 cores, AVX-512, AVX512_BF16". An AMD CPU
-  gets its Zen generation (or, outside the table, its family and model numbers): CPUs of one model
-  name train at different rates, and the tuning script matches rates by this line. `text`:
-  default, this machine's; `cores`: default, `available_cores()`."""
+  EPYC (Zen 3), 2 cores, AVX2" or "Intel(R) Xeon(R) Processor (family 6, model 167), 2 cores,
+  AVX-512, AVX512_BF16, AMX". An AMD CPU gets its Zen generation, any other x86 CPU (and an AMD
+  one outside the table) its family and model numbers: CPUs of one model name train at different
+  rates (a VM's "Intel(R) Xeon(R) Processor" was a model 207 and a model 167 on two days), and the
+  tuning script matches rates by this line. `text`: default, this machine's; `cores`: default,
+  `available_cores()`."""
   text = read() if text is None else text
   model = model_name(text)
-  numbers = _amd_family_and_model(text)
+  numbers = family_and_model(text)
   if numbers is not None:
     model += f" ({generation(text) or f'family {numbers[0]}, model {numbers[1]}'})"
   found = flags(text)

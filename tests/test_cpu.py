@@ -70,7 +70,15 @@ def test_the_summary_the_recipes_record():
   `python -m t2t_lite.cpu`): as the tuning script's own shell reader wrote it."""
   assert cpu.summary(EPYC, cores=2) == "AMD EPYC (Zen 3), 2 cores, AVX2"
   assert cpu.summary(COOPER_LAKE, cores=8) == (
-      "Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz, 8 cores, AVX-512, AVX512_BF16")
+      "Intel(R) Xeon(R) Platinum 8380H CPU @ 2.90GHz (family 6, model 85), 8 cores, AVX-512, "
+      "AVX512_BF16")
+  # Two Intel VMs of one model name are told apart by their numbers, as AMD's are.
+  model_207 = cpuinfo("GenuineIntel", 6, 207, "Intel(R) Xeon(R) Processor", EPYC_FLAGS + " avx512f")
+  assert cpu.summary(model_207, cores=2) == (
+      "Intel(R) Xeon(R) Processor (family 6, model 207), 2 cores, AVX-512")
+  model_167 = cpuinfo("GenuineIntel", 6, 167, "Intel(R) Xeon(R) Processor", EPYC_FLAGS + " avx512f")
+  assert cpu.summary(model_167, cores=2) == (
+      "Intel(R) Xeon(R) Processor (family 6, model 167), 2 cores, AVX-512")
   assert cpu.summary(GRAVITON, cores=4) == "unknown CPU, 4 cores, no AVX2"
   assert cpu.summary("", cores=1) == "unknown CPU, 1 cores, ISA unknown"
   nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})
