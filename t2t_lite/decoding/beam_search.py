@@ -176,29 +176,38 @@ def top_candidates(logits, alive_log_probs, k, chunk=None, mask=None):
   its largest logit. The k best candidates lie in the k chunks with the best such scores (any
   other chunk's best is below k distinct candidates): one max per chunk of the raw logits, a
   top-k over the chunk scores, and a top-k over the k chosen chunks, scored. Only the per-beam
-  log-normaliser takes another pass over the logits. (`python scripts/bench_decode.py --top_k`
+  log-normaliser takes another pass over the logits (without a mask, the row maximum it needs is
+  the maximum of the chunk maxima). (`python scripts/bench_decode.py --top_k`
   compares it with XLA's top_k over the materialised scores.)
   """
   logits = ops.cast(logits, "float32")                                           # [b, beam, V]
   beam, vocab = logits.shape[1], logits.shape[2]
   chunk = chunk or _chunk_size(vocab)
-  row_max = ops.max(logits, axis=-1)                                             # [b, beam]
-  log_norm = ops.log(ops.sum(ops.exp(logits - row_max[..., None]), axis=-1))     # [b, beam]
-  if mask is not None:
-    logits = ops.where(mask, logits, NEG_INF)                                    # [b, beam, V]
+  chunks = -(-vocab // chunk)
+  chunked = beam * chunks > 4 * k
 
   def score(x, m, l, a):
     return ((x - m) - l) + a
 
-  chunks = -(-vocab // chunk)
-  if beam * chunks <= 4 * k:
+  if chunked:
+    padded = ops.reshape(
+        ops.pad(ops.where(mask, logits, NEG_INF) if mask is not None else logits,
+                [(0, 0), (0, 0), (0, chunks * chunk - vocab)], constant_values=NEG_INF),
+        (-1, beam * chunks, chunk))                                              # [b, beam*nc, chunk]
+    chunk_max = ops.max(padded, axis=-1)                                         # [b, beam*nc]
+  # Without a mask the row maximum is the maximum of its chunks' (the same value, one pass less
+  # over the logits); a mask hides some logits from the chunks but not from the normaliser.
+  row_max = (ops.max(ops.reshape(chunk_max, (-1, beam, chunks)), axis=-1)
+             if chunked and mask is None else ops.max(logits, axis=-1))          # [b, beam]
+  log_norm = ops.log(ops.sum(ops.exp(logits - row_max[..., None]), axis=-1))     # [b, beam]
+  if not chunked:
+    if mask is not None:
+      logits = ops.where(mask, logits, NEG_INF)                                  # [b, beam, V]
     scores = score(logits, row_max[..., None], log_norm[..., None], alive_log_probs[..., None])
     return ops.top_k(ops.reshape(scores, (-1, beam * vocab)), k)
-  padded = ops.pad(logits, [(0, 0), (0, 0), (0, chunks * chunk - vocab)], constant_values=NEG_INF)
-  padded = ops.reshape(padded, (-1, beam * chunks, chunk))                       # [b, beam*nc, chunk]
   beam_of_chunk = ops.repeat(ops.arange(beam, dtype="int32"), chunks)            # [beam*nc]
   per_chunk = lambda t: ops.take(t, beam_of_chunk, axis=1)                       # [b, beam*nc]
-  chunk_scores = score(ops.max(padded, axis=-1), per_chunk(row_max), per_chunk(log_norm),
+  chunk_scores = score(chunk_max, per_chunk(row_max), per_chunk(log_norm),
                        per_chunk(alive_log_probs))                               # [b, beam*nc]
   _, top_chunks = ops.top_k(chunk_scores, k)                                     # [b, k]
   top_chunks = ops.sort(top_chunks, axis=-1)  # candidates in index order, as top_k breaks ties
