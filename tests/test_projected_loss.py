@@ -3,10 +3,10 @@ float64 NumPy reference: the loss, the unsmoothed NLL and the gradients in the f
 table and a logits bias, written out in closed form (softmax minus the smoothed one-hot target).
 
 Its kernel takes each row's sum of logits as `rows @ sum_j table[j]` (no pass over the logits),
-recomputes the softmax in the gradient's pass and never builds a one-hot tensor; these tests pin
-that to the reference at a vocabulary wide enough for the sums to matter, with logits large
-enough that the row maximum matters (tests/test_schedule_and_loss.py checks it against autodiff
-of the keras.ops loss)."""
+computes the exponentials once for the loss and its gradient and never builds a one-hot
+tensor; these tests pin that to the reference at a vocabulary wide enough for the sums to
+matter, with logits large enough that the row maximum matters
+(tests/test_schedule_and_loss.py checks it against autodiff of the keras.ops loss)."""
 
 import numpy as np
 import pytest
@@ -38,7 +38,9 @@ def reference(features, table, targets, eps, bias=None):
 def batch(vocab, depth, seed, scale):
   rng = np.random.default_rng(seed)
   features = (rng.normal(size=(4, 6, depth)) * scale).astype("float32")
-  table = rng.normal(size=(vocab, depth)).astype("float32")
+  # A table of mean 0.5: each row's sum of logits is then in the thousands, so the smoothed
+  # loss's term in it (eps / (V - 1) times the sum) is far above the tolerance.
+  table = (rng.normal(size=(vocab, depth)) + 0.5).astype("float32")
   targets = rng.integers(1, vocab, size=(4, 6)).astype("int32")
   targets[1, 2:] = 0
   targets[3, 5:] = 0
@@ -52,7 +54,8 @@ def test_projected_loss_and_gradients_equal_the_float64_reference(eps, compact, 
   """Vocabulary 997, logits up to about +-60 (the row maximum keeps exp finite), padding: as the
   trainer calls it in a graph (compact) and inside a whole XLA step (jit, padding kept)."""
   features, table, targets = batch(997, 16, seed=3, scale=4.0)
-  bias = np.random.default_rng(4).normal(size=(997,)).astype("float32") if with_bias else None
+  bias = ((np.random.default_rng(4).normal(size=(997,)) + 1.0).astype("float32")
+          if with_bias else None)  # mean 1: its sum, in every row's sum of logits, matters too
   expected = reference(features, table, targets, eps, bias)
   f, t = tf.constant(features), tf.constant(table)
   b = tf.constant(bias) if with_bias else None

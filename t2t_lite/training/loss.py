@@ -82,15 +82,18 @@ def fast_smoothed_cross_entropy(logits, targets, label_smoothing=0.1, pad_id=PAD
   return loss_sum, tf.reduce_sum(weights), nll_sum
 
 
-def _token_losses(logits, log_z, targets, label_smoothing, vocab):
+def _token_losses(logits, log_z, targets, label_smoothing, vocab, logit_sums=None):
   """Per-token (nll, smoothed loss) [N] from TF logits [N, V] and their log-partition log_z [N]:
-  the forward of both XLA kernels below (each computes log_z its own way)."""
+  the forward of both XLA kernels below (each computes log_z its own way). `logit_sums` [N],
+  each row's sum of logits if known (else summed here, a pass over the logits)."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   nll = log_z - tf.gather(logits, targets[:, None], batch_dims=1)[:, 0]           # -logp[y]
   if label_smoothing <= 0:
     return nll, nll
   confidence, low, entropy = smoothed_target(label_smoothing, vocab)
-  sum_log_probs = tf.reduce_sum(logits, -1) - vocab * log_z                      # sum_j logp[j]
+  if logit_sums is None:
+    logit_sums = tf.reduce_sum(logits, -1)
+  sum_log_probs = logit_sums - vocab * log_z                                     # sum_j logp[j]
   return nll, confidence * nll - low * (sum_log_probs + nll) - entropy
 
 
@@ -184,7 +187,14 @@ def projected_cross_entropy(decoder_output, table, targets, label_smoothing=0.1,
     logits = tf.matmul(rows, weights_t, transpose_b=True)                        # [R, V]
     if bias:
       logits = tf.cast(logits, tf.float32) + tf.cast(bias[0], tf.float32)
-    loss_sum, nll_sum, d_logits = kernel(logits, row_targets, weights)
+    # Each row's sum of logits, rows @ sum_j table[j] (+ sum(bias)): a [R, d] x [d] product
+    # instead of a pass over the [R, V] logits (the smoothed loss's value needs it, its gradient
+    # does not).
+    logit_sums = tf.linalg.matvec(tf.cast(rows, tf.float32),
+                                  tf.reduce_sum(tf.cast(table, tf.float32), 0))  # [R]
+    if bias:
+      logit_sums += tf.reduce_sum(tf.cast(bias[0], tf.float32))
+    loss_sum, nll_sum, d_logits = kernel(logits, row_targets, weights, logit_sums)
     nll.append(nll_sum)
     if rdrop_alpha > 0:
       kl_sum, d_kl = _rdrop_kl_and_gradient()(logits, half_weights)
@@ -254,20 +264,22 @@ def _rdrop_kl_and_gradient():
 
 @functools.cache
 def _loss_and_gradient(label_smoothing, vocab):
-  """The XLA-compiled `(logits [R, V], targets [R], weights [R]) -> (loss_sum, nll_sum,
-  d loss_sum / d logits [R, V])`, one function per (label_smoothing, vocab)."""
+  """The XLA-compiled `(logits [R, V], targets [R], weights [R], logit_sums [R]) -> (loss_sum,
+  nll_sum, d loss_sum / d logits [R, V])`, one function per (label_smoothing, vocab).
+  `logit_sums` (each row's sum of logits, for the smoothed loss's value only: the gradient does
+  not need it) comes from the caller, who has it without a pass over the logits."""
   import tensorflow as tf  # pylint: disable=import-outside-toplevel
   from t2t_lite.graph_functions import graph_function  # pylint: disable=import-outside-toplevel
   eps = label_smoothing
   confidence, low, _ = smoothed_target(eps, vocab) if eps > 0 else (1.0, 0.0, 0.0)
 
-  def kernel(logits, targets, weights):
+  def kernel(logits, targets, weights, logit_sums):
     logits = tf.cast(logits, tf.float32)
     top = tf.reduce_max(logits, axis=-1, keepdims=True)                           # [R, 1]
     exp = tf.exp(logits - top)
     total = tf.reduce_sum(exp, -1, keepdims=True)
     log_z = tf.math.log(total)[:, 0] + top[:, 0]                                  # [R]
-    nll, loss = _token_losses(logits, log_z, targets, eps, vocab)                 # [R], [R]
+    nll, loss = _token_losses(logits, log_z, targets, eps, vocab, logit_sums)     # [R], [R]
     one_hot = tf.one_hot(targets, vocab, dtype=tf.float32)
     d_logits = weights[:, None] * (exp / total - low - one_hot * (confidence - low))
     return tf.reduce_sum(loss * weights), tf.reduce_sum(nll * weights), d_logits
