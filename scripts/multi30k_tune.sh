@@ -218,6 +218,10 @@ shopt -s inherit_errexit
 #   encoder's); the val outputs of the adopted set drop content (a "Frisbee floating near a
 #   boat" becomes "towards a boat"), and each decoder layer adds a look at the source. A decoder
 #   layer costs more than an encoder layer (its cross-attention): the rate decides the updates.
+# - tiny_dropout0.2_decay2000_seed2: the decay to 0 over the last 2,000 updates tied the adopted
+#   set on val (41.42 for its last 3 checkpoints 100 apart, 41.36 for its last; 41.38 adopted) with
+#   one seed, while the adopted set's three seeds span 40.42-41.38 (mean 40.89): the same set
+#   with seed 2, as the adopted set's seed-2 row, to compare the two by more than one seed each.
 DEFAULT_SETTINGS="
 baseline              -                                                          200x5  beam_size=4,alpha=0.6
 baseline_avg100x5     -                                                          100x5  beam_size=4,alpha=0.6
@@ -292,6 +296,8 @@ tiny_dropout0.2_warmup2000  hidden_size=128,filter_size=256,num_hidden_layers=4,
 tiny_dropout0.2_warmup2000_alpha1.5  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=2.53,learning_rate_warmup_steps=2000  200x5  beam_size=4,alpha=1.5
 tiny_dropout0.2_swish  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,ffn_activation=swish  200x5  beam_size=4,alpha=1.2
 tiny_dropout0.2_enc3dec5  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,num_encoder_layers=3,num_decoder_layers=5  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_decay2000_seed2  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000,seed=2  200x5  beam_size=4,alpha=1.2
+tiny_dropout0.2_decay2000_seed2_avg100x3  hidden_size=128,filter_size=256,num_hidden_layers=4,attention_dropout=0.0,relu_dropout=0.0,dropout=0.2,learning_rate_constant=1.79,learning_rate_schedule=constant*linear_warmup*rsqrt_decay*rsqrt_hidden_size*linear_decay,learning_rate_decay_steps=2000,seed=2  100x3  beam_size=4,alpha=1.2
 "
 TRAIN_FLAGS=()
 if [ "${SMOKE:-0}" = 1 ]; then  # the whole path, small: tiny models, 20 updates, 20 val lines
