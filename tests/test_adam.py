@@ -53,6 +53,27 @@ def test_fused_adam_matches_numpy_and_keras(compile_mode):
   assert not np.allclose(ours[0], w0)  # it did move
 
 
+@pytest.mark.parametrize("compile_mode", ["eager", "xla"])
+def test_fused_adam_adds_epsilon_to_the_square_root_of_v(compile_mode):
+  """Epsilon where it changes the update: with the paper's 1e-9 against sqrt(v) ~ 0.1, the
+  test above cannot tell an update without epsilon from the right one. Here gradients of
+  scale 1e-3 make sqrt(v) no larger than epsilon = 1e-3, so an update that leaves epsilon out (or
+  adds it anywhere but to sqrt(v)) is far from the reference."""
+  rng = np.random.default_rng(3)
+  w0 = rng.normal(size=(9, 7)).astype("float32")
+  grads = [rng.normal(size=w0.shape).astype("float32") * 1e-3 for _ in range(4)]
+  betas = dict(BETAS, epsilon=1e-3)
+  w64, g64 = w0.astype("float64"), [g.astype("float64") for g in grads]
+  expected = numpy_adam(w64, g64, 1e-2, **betas)
+  ours = _run(Adam(1e-2, **betas), w0, grads, compile_mode)
+  for got, want in zip(ours, expected):  # m ~ 1e-4, v ~ 1e-7: tolerances of their scale
+    np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-5 * np.abs(want).max())
+  # Without epsilon the weights would move measurably differently.
+  step = expected[0] - w64
+  without = numpy_adam(w64, g64, 1e-2, **dict(betas, epsilon=0.0))[0] - w64
+  assert np.abs(without - step).max() > 0.1 * np.abs(step).max()
+
+
 def test_fused_adam_with_learning_rate_schedule_and_sparse_gradients():
   """A schedule as the learning rate, and an IndexedSlices gradient (Keras' sparse path)."""
   schedule = keras.optimizers.schedules.ExponentialDecay(1e-2, decay_steps=1, decay_rate=0.5)

@@ -182,6 +182,21 @@ def test_a_nan_evaluation_is_never_the_best(tmp_path):
   assert keeper.update(8, {"loss": 3.0}, None) and keeper.best["value"] == 3.0
 
 
+def test_a_loss_is_best_when_lowest_and_restarts_the_patience_by_falling_over_delta(tmp_path):
+  """The default metric (the loss, with no BLEU) is minimized: the other tests score larger is
+  better, where a keeper that ignored `minimize` passes. Defaults: the patience counts from the last
+  evaluation that fell by more than delta 0.1 below the one before it that did (2.88 at step 8:
+  0.12 below 3.0, though only 0.07 below the best, 2.95)."""
+  keeper = best.BestKeeper(str(tmp_path), best.EarlyStopping(patience=4), write=False)
+  for step, loss, is_best, patience_from in ((2, 3.0, True, 2), (4, 3.5, False, 2),
+                                             (6, 2.95, True, 2), (8, 2.88, True, 8),
+                                             (10, 2.88, False, 8), (12, 4.0, False, 8)):
+    assert keeper.update(step, {"loss": loss, "nll": 1.0}, None) == is_best, step
+    assert keeper.patience_from["step"] == patience_from, step
+  assert keeper.best["step"] == 8 and keeper.best["value"] == 2.88 and keeper.best["minimize"]
+  assert not keeper.should_stop(11) and keeper.should_stop(12)
+
+
 def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
   out, _, _ = stopped
   results = train_loop.train_and_evaluate(

@@ -131,3 +131,32 @@ def test_an_update_that_loss_scaling_skips_leaves_the_average_alone(tmp_path):
       np.testing.assert_array_equal(average.numpy(), averages[name], err_msg=name)
   finally:
     model_dir.set_precision_policy(hparams.replace(mixed_precision="float32"))
+
+
+def test_the_training_runs_evaluations_see_the_averages(tmp_path, monkeypatch):
+  """train_and_evaluate evaluates (dev loss, and `evaluate_fn`: BLEU) with the averages in the
+  model, as decoding and export load it, and trains on with the weights themselves; the test
+  above checks `evaluated_weights`, not that the run evaluates inside it."""
+  from t2t_lite.problems import get_problem  # pylint: disable=import-outside-toplevel
+  trainers, seen = [], []
+
+  class Recorded(train_loop.Trainer):
+    def __init__(self, *args, **kwargs):
+      super().__init__(*args, **kwargs)
+      trainers.append(self)
+
+  def evaluate_fn(model):
+    seen.append({n: v.numpy() for n, v in model_dir.checkpointable(model).items()})
+    return {"score": 1.0}
+
+  monkeypatch.setattr(train_loop, "Trainer", Recorded)
+  hparams = get_hparams("transformer_tiny", MICRO).replace(weight_ema_decay=DECAY)
+  train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hparams, str(tmp_path / "run"),
+                                str(tmp_path / "data"), train_steps=2, eval_steps=1,
+                                save_checkpoints_steps=2, log_every=2, evaluate_fn=evaluate_fn)
+  (trainer,), (evaluated,) = trainers, seen  # one evaluation, at the last update
+  variables = model_dir.checkpointable(trainer.model)
+  name = "shared_embedding/embeddings"
+  assert not np.allclose(variables[name].numpy(), trainer.ema[name].numpy(), atol=1e-6)
+  for name, average in trainer.ema.items():
+    np.testing.assert_array_equal(evaluated[name], average.numpy(), err_msg=name)

@@ -1,7 +1,8 @@
 """Keras' own loop: compile + fit with the trainer's loss, on the copy task.
 
 The loss is checked against the trainer's own (its fused projection + loss, another
-implementation) on the same weights and batch; fit must learn the copy task (teacher-forced
+implementation) on the same weights and batch, the optimizer's settings and learning rate against
+the hparams and T2T's formula; fit must learn the copy task (teacher-forced
 token accuracy on the test split, and greedy decoding of the model directory it writes), with
 Keras' standard callbacks in the loop.
 """
@@ -36,6 +37,27 @@ def test_the_fit_loss_equals_the_trainers_loss(tmp_path):
   ours = float(keras_fit.LabelSmoothedCrossEntropy(0.1)(batch["targets"], trainer.model(batch)))
   theirs = float(trainer.train_step(batch)[0])  # the loss of the weights before the update
   assert ours == pytest.approx(theirs, rel=1e-5)
+
+
+@pytest.mark.parametrize("update", [1, 10, 501])
+def test_the_fit_optimizer_is_the_hparams_adam_schedule_clipping_and_average(update):
+  """fit's Keras Adam takes every setting from the hparams, each here away from Keras' default
+  (the fitting test below passes with Keras' epsilon and no clipping): the
+  betas, epsilon, clip_grad_norm as global_clipnorm, weight_ema_decay as the moving average,
+  and the learning rate at `update` (Keras' counter update - 1) from T2T's formula,
+  0.5 * min(1, update / 100) * max(update, 100)^-0.5 * 64^-0.5, in and after the warmup."""
+  hparams = get_hparams("transformer_tiny", "hidden_size=64,learning_rate_constant=0.5,"
+                        "learning_rate_warmup_steps=100,optimizer_adam_beta1=0.8,"
+                        "optimizer_adam_beta2=0.97,optimizer_adam_epsilon=1e-6,clip_grad_norm=0.7,"
+                        "weight_ema_decay=0.9")
+  optimizer = keras_fit.build_optimizer(hparams)
+  assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.8, 0.97, 1e-6)
+  assert optimizer.global_clipnorm == 0.7 and optimizer.clipnorm is None
+  assert optimizer.use_ema and optimizer.ema_momentum == 0.9
+  optimizer.iterations.assign(update - 1)
+  expected = 0.5 * min(1, update / 100) * max(update, 100) ** -0.5 * 64 ** -0.5
+  assert float(optimizer.learning_rate) == pytest.approx(expected, rel=1e-6)
+  assert keras_fit.build_optimizer(hparams.replace(clip_grad_norm=0.0)).global_clipnorm is None
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""`projection.project` (TensorFlow): the values and both gradients of a plain matmul, on every path."""
+"""`projection.project` (TensorFlow): the values and both gradients of a plain matmul, on every path;
+`projection.fused_glorot_uniform`: each part of a fused attention kernel a Glorot uniform of its own."""
 
 import numpy as np
 import pytest
@@ -77,3 +78,29 @@ def test_transposed_gradients_switch_is_read_at_tracing_and_restored():
   with projection.transposed_gradients(False):
     assert "Snapshot" not in gradient_graph_ops()
   assert "Snapshot" in gradient_graph_ops()
+
+
+@pytest.mark.parametrize("self_attention", [True, False])
+def test_fused_kernels_initialize_each_projection_as_its_own_glorot_uniform(self_attention):
+  """Attention's fused kernels (q|k|v, or k|v for encoder-decoder attention) as T2T's separate
+  projections: each part [d, size] uniform in +-sqrt(6 / (d + size)), drawn on its own, not
+  one Glorot draw over the whole [d, sum(sizes)] (its limit is 0.93x the keys' part's here, or
+  less). Part sizes differ (keys 256, values 64), so a limit taken from the wrong part shows too."""
+  from t2t_lite.layers import MultiHeadAttention
+  d, key_channels, value_channels = 128, 256, 64
+  layer = MultiHeadAttention(num_heads=2, key_channels=key_channels, value_channels=value_channels,
+                             self_attention=self_attention)
+  x = tf.zeros((1, 3, d))
+  layer(x) if self_attention else layer(x, memory=x)
+  kernel = (layer.qkv_kernel if self_attention else layer.kv_kernel).numpy()
+  sizes = [key_channels] * (2 if self_attention else 1) + [value_channels]
+  assert kernel.shape == (d, sum(sizes))
+  parts = np.split(kernel, np.cumsum(sizes)[:-1], axis=1)
+  for part, size in zip(parts, sizes):
+    limit = np.sqrt(6 / (d + size))
+    # 8,192 draws or more: the largest lies within 0.1% of the limit; the std, limit / sqrt(3)
+    # for a uniform, within 0.5% (one standard deviation).
+    assert 0.99 * limit < np.abs(part).max() <= limit, (size, np.abs(part).max(), limit)
+    assert abs(part.std() / (limit / np.sqrt(3)) - 1) < 0.03, size
+  width = min(sizes[:2])  # drawn on their own: not one draw repeated
+  assert abs(np.corrcoef(parts[0][:, :width].ravel(), parts[1][:, :width].ravel())[0, 1]) < 0.05

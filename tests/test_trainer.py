@@ -164,6 +164,37 @@ def test_evaluation_traces_once_for_every_batch_shape_and_never_again(tmp_path, 
   assert len(traces) == 2
 
 
+def test_evaluation_is_per_token_over_all_batches_against_numpy(tmp_path):
+  """Trainer.evaluate against the one-hot reference of tests/test_schedule_and_loss.py on the
+  model's logits: the label-smoothed loss and the NLL summed over every batch's real tokens and
+  divided by all of them (batches of 3, 15 and 10 tokens, so a mean of the batches' means is
+  off), perplexity exp(NLL) (not exp(loss)), and `max_batches` batches read, no more."""
+  from test_schedule_and_loss import _reference_loss  # pylint: disable=import-outside-toplevel
+  hparams = get_hparams(TINY, MICRO)
+  trainer = train_loop.Trainer(hparams, 32, str(tmp_path))
+  rng = np.random.default_rng(0)
+  batches = []
+  for rows, length, real in ((1, 6, 3), (3, 7, 1), (2, 5, 5)):
+    targets = rng.integers(2, 30, (rows, length)).astype("int32")
+    targets[0, real:] = 0  # padding, not counted
+    batches.append({"inputs": rng.integers(2, 30, (rows, 4)).astype("int32"), "targets": targets})
+  dataset = tf.data.Dataset.from_tensors(batches[0])
+  for batch in batches[1:]:
+    dataset = dataset.concatenate(tf.data.Dataset.from_tensors(batch))
+  sums = [_reference_loss(np.asarray(trainer.model(b, training=False), np.float64), b["targets"],
+                          hparams.label_smoothing) for b in batches]
+  assert [int(count) for _, count, _ in sums] == [3, 15, 10]
+  for max_batches in (2, None):
+    used = sums[:max_batches]
+    tokens = sum(count for _, count, _ in used)
+    loss, nll = sum(s[0] for s in used) / tokens, sum(s[2] for s in used) / tokens
+    results = trainer.evaluate(dataset, max_batches)
+    assert results["loss"] == pytest.approx(loss, rel=1e-5), max_batches
+    assert results["nll"] == pytest.approx(nll, rel=1e-5), max_batches
+    assert results["perplexity"] == pytest.approx(np.exp(nll), rel=1e-5), max_batches
+    assert abs(np.exp(loss) - np.exp(nll)) > 0.01 * np.exp(nll)  # smoothing makes them differ
+
+
 def _main(argv, capsys):
   """The trainer command in this process (its command-line form, with a real process, is
   tests/test_t2t_commands.py::test_registry_help_into_head_ends_quietly): (exit status, out, err)."""

@@ -170,3 +170,21 @@ def test_a_source_with_moving_averages_starts_from_them(tmp_path):
     weights = _model_arrays(warm)
     for name, value in expected.items():
       np.testing.assert_array_equal(weights[name], value, err_msg=f"{folder}: {name}")
+
+
+def test_a_run_with_moving_averages_starts_them_at_the_warm_start_weights(source, tmp_path):
+  """The new run's averages (its weight_ema_decay, the source has none) start from the source's
+  weights, not from the new model's random initialization: they are what its evaluations and
+  checkpoints use, and would otherwise mix in a random model for hundreds of updates."""
+  hparams = model_dir.read_model_dir(str(source[0]))[1].replace(weight_ema_decay=0.9)
+  vocab_size = model_dir.read_record(str(source[0]))["vocab_size"]
+  saved = _checkpoint_arrays(source[1], "model")
+  fresh = train_loop.Trainer(hparams, vocab_size, str(tmp_path / "fresh"))  # no warm start
+  name = "shared_embedding/embeddings"
+  assert not np.allclose(fresh.ema[name].numpy(), saved[name])
+  for folder, options in (("tuned", {}), ("continued", {"keep_optimizer": True})):
+    warm = train_loop.Trainer(hparams, vocab_size, str(tmp_path / folder),
+                              warm_start=model_dir.WarmStart(source[1], **options))
+    assert set(warm.ema) == set(saved)
+    for name, average in warm.ema.items():
+      np.testing.assert_array_equal(average.numpy(), saved[name], err_msg=f"{folder}: {name}")
