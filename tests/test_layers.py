@@ -549,6 +549,25 @@ def test_encoder_stack_chains_layers_and_final_norm(norm_type):
   assert len(scores) == 2 and tuple(scores[0].shape) == (B, 4, TK, TK)
 
 
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_residual_dropout_drops_the_sublayer_output_before_the_add(norm_type):
+  """Paper section 5.4: dropout "to the output of each sub-layer, before it is added to the
+  sub-layer input", at layer_prepostprocess_dropout. The layer tests above run at inference,
+  where a dropout of the sum instead passes too. With an identity norm and a sub-layer of
+  constant output c, each element of output - x is 0 or c / (1 - P_drop)."""
+  rate = 0.3
+  layer = EncoderLayer(CONFIG.replace(norm_type=norm_type, layer_prepostprocess_dropout=rate))
+  x = random_array(B, TK, D)
+  layer(x)
+  c = np.full((B, TK, D), 0.5, "float32")
+  added = to_np(layer.residual(x, lambda y: ops.zeros_like(y) + c, lambda y: y, training=True)) - x
+  kept = np.isclose(added, c / (1 - rate), atol=1e-5)
+  assert np.all(kept | (np.abs(added) < 1e-5))
+  assert 0.15 < 1 - kept.mean() < 0.45  # about P_drop of the elements dropped
+  np.testing.assert_allclose(to_np(layer.residual(x, lambda y: ops.zeros_like(y) + c, lambda y: y,
+                                                  training=False)), x + c, atol=1e-6)
+
+
 def test_encoder_ignores_padded_positions():
   encoder = Encoder(CONFIG.replace(num_encoder_layers=2))
   x, mask = random_array(B, TK, D), padding_mask_np()
