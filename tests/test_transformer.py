@@ -279,6 +279,21 @@ def test_dropout_only_in_training():
   assert not np.allclose(logits_of(model, training=True), logits_of(model))
 
 
+def test_embedding_dropout_drops_the_sum_of_embeddings_and_positions():
+  """Paper section 5.4: dropout "to the sums of the embeddings and the positional encodings", at
+  layer_prepostprocess_dropout: each element of the embedded input is 0 or (E[ids] sqrt(d) + PE)
+  / (1 - P_drop). The test above passes with the dropout on the embeddings alone, or on neither."""
+  rate = 0.3
+  model = tiny_model(layer_prepostprocess_dropout=rate)
+  table, d = to_np(model.embedding.embeddings), TINY.hidden_size
+  expected = (table[SOURCE] * d ** 0.5 * (SOURCE != 0)[..., None]
+              + np_timing_signal(range(SOURCE.shape[1]), d))
+  got = to_np(model._embed(ops.convert_to_tensor(SOURCE), training=True))
+  dropped = np.abs(got) < 1e-6
+  np.testing.assert_allclose(got[~dropped], expected[~dropped] / (1 - rate), atol=1e-5)
+  assert 0.15 < dropped.mean() < 0.45
+
+
 # ---- Parameter counts (Table 3), built without allocating the weights ------------------------
 
 def count_params(hparams_name, vocab_size=37000):
