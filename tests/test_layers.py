@@ -287,6 +287,26 @@ def test_feed_forward_matches_numpy():
   assert [tuple(w.shape) for w in layer.weights] == [(D, 32), (32,), (32, D), (D,)]
 
 
+def test_relu_dropout_drops_the_hidden_activations():
+  """T2T's dense_relu_dense: dropout at relu_dropout between the two layers, on max(0, x W1 + b1).
+  With W2 = I and b2 = 0.5, each element of output - b2 is 0 or max(0, x W1 + b1) / (1 - rate);
+  a dropout of the output instead (or none) passes every other FeedForward test, all at
+  inference."""
+  rate = 0.3
+  layer = FeedForward(filter_size=D, relu_dropout=rate)
+  x = random_array(B, TK, D)
+  layer(x)
+  layer.bias_1.assign(random_array(D, seed=3))
+  layer.kernel_2.assign(np.eye(D, dtype="float32"))
+  layer.bias_2.assign(np.full(D, 0.5, "float32"))
+  hidden = np.maximum(0, x @ to_np(layer.kernel_1) + to_np(layer.bias_1))
+  got = to_np(layer(x, training=True)) - 0.5
+  kept = np.isclose(got, hidden / (1 - rate), atol=1e-5) & (hidden > 1e-3)
+  dropped = np.abs(got) < 1e-5
+  assert np.all(kept | dropped)
+  assert 0.15 < (dropped & (hidden > 1e-3)).sum() / (hidden > 1e-3).sum() < 0.45
+
+
 def test_swish_feed_forward_matches_numpy_at_any_batch():
   """activation="swish" (Marian): x * sigmoid(x), on many rows and on the one-row decoding path."""
   run_layer_test(FeedForward, dict(filter_size=24, activation="swish"),
