@@ -246,6 +246,29 @@ def test_attention_dropout_only_in_training():
   assert not np.allclose(to_np(layer(x, training=True)), to_np(layer(x)))
 
 
+def test_attention_dropout_drops_attention_weights():
+  """T2T's attention_dropout drops softmax(Q K^T / sqrt(d_k)), before the product with V. With
+  zero queries and keys (weights 1/T everywhere), V = x = one-hot(j) + 1 and W^O = I, output
+  row i is c (m_i + s_i) on the first T channels and c s_i on the others, for the kept weights
+  m_ij in {0, 1}, s_i their sum and c = 1 / (T (1 - rate)). A dropout of V or of the output
+  instead (or none) passes test_attention_dropout_only_in_training."""
+  rate, batch = 0.3, 8
+  layer = MultiHeadAttention(num_heads=1, attention_dropout=rate)
+  x = np.eye(TK, D, dtype="float32")[None].repeat(batch, 0) + 1  # [8, TK, D]
+  layer(x)
+  layer.qkv_kernel.assign(np.concatenate([np.zeros((D, 2 * D)), np.eye(D)], 1).astype("float32"))
+  layer.output_kernel.assign(np.eye(D, dtype="float32"))
+  c = 1 / (TK * (1 - rate))
+  got = to_np(layer(x, training=True)) / c                       # m_i + s_i, then s_i
+  sums = got[..., TK:]
+  np.testing.assert_allclose(sums, sums[..., :1].repeat(D - TK, -1), atol=1e-4)
+  kept = got[..., :TK] - sums[..., :1]
+  np.testing.assert_allclose(kept, np.round(kept), atol=1e-4)
+  assert set(np.round(kept).ravel()) == {0.0, 1.0}
+  np.testing.assert_allclose(kept.sum(-1), sums[..., 0], atol=1e-3)
+  assert 0.15 < 1 - np.round(kept).mean() < 0.45
+
+
 def test_attention_validates_its_inputs():
   layer = MultiHeadAttention(num_heads=2)
   x = random_array(B, TK, D)
@@ -294,17 +317,18 @@ def test_relu_dropout_drops_the_hidden_activations():
   inference."""
   rate = 0.3
   layer = FeedForward(filter_size=D, relu_dropout=rate)
-  x = random_array(B, TK, D)
+  x = random_array(8, TK, D)  # 8 * 7 * 16 activations, about half of them positive
   layer(x)
   layer.bias_1.assign(random_array(D, seed=3))
   layer.kernel_2.assign(np.eye(D, dtype="float32"))
   layer.bias_2.assign(np.full(D, 0.5, "float32"))
   hidden = np.maximum(0, x @ to_np(layer.kernel_1) + to_np(layer.bias_1))
   got = to_np(layer(x, training=True)) - 0.5
-  kept = np.isclose(got, hidden / (1 - rate), atol=1e-5) & (hidden > 1e-3)
+  kept = np.isclose(got, hidden / (1 - rate), atol=1e-5)
   dropped = np.abs(got) < 1e-5
   assert np.all(kept | dropped)
-  assert 0.15 < (dropped & (hidden > 1e-3)).sum() / (hidden > 1e-3).sum() < 0.45
+  positive = hidden > 1e-3  # where kept and dropped differ
+  assert 0.15 < (dropped & positive).sum() / positive.sum() < 0.45
 
 
 def test_swish_feed_forward_matches_numpy_at_any_batch():
