@@ -85,17 +85,19 @@ def np_sublayer(x, fn, norm, norm_type):
 
 
 def np_timing_signal(positions, channels, min_timescale=1.0, max_timescale=1e4, layout="concat"):
-  """The paper's sin/cos encoding with T2T's timescales, written element by element."""
+  """The paper's sin/cos encoding with T2T's timescales, written element by element. T2T's
+  `get_timing_signal_1d` multiplies the frequencies by min_timescale, `inv_timescales =
+  min_timescale * exp(-i * log(max / min) / (n - 1))`: 1 / (min * (max / min) ** (i / (n - 1)))
+  only at min_timescale 1."""
   n = channels // 2
   signal = np.zeros((len(positions), channels))
   for row, pos in enumerate(positions):
     for i in range(n):
-      timescale = min_timescale * (max_timescale / min_timescale) ** (i / max(n - 1, 1))
+      angle = pos * min_timescale * (min_timescale / max_timescale) ** (i / max(n - 1, 1))
       if layout == "concat":
-        signal[row, i], signal[row, n + i] = math.sin(pos / timescale), math.cos(pos / timescale)
+        signal[row, i], signal[row, n + i] = math.sin(angle), math.cos(angle)
       else:  # the paper: PE(pos, 2i) = sin, PE(pos, 2i + 1) = cos
-        signal[row, 2 * i], signal[row, 2 * i + 1] = (math.sin(pos / timescale),
-                                                      math.cos(pos / timescale))
+        signal[row, 2 * i], signal[row, 2 * i + 1] = math.sin(angle), math.cos(angle)
   return signal
 
 
@@ -392,6 +394,16 @@ def test_sinusoid_matches_formula(layout, channels):
   explicit = to_np(layer(x[:, :3], positions=np.array([[4, 9, 2], [0, 1, 2]])))
   np.testing.assert_allclose(explicit[0], expected[[4, 9, 2]], atol=1e-5)
   np.testing.assert_allclose(explicit[1], expected[[0, 1, 2]], atol=1e-5)  # each row its own
+
+
+def test_sinusoid_timescales_are_t2ts():
+  """min_timescale and max_timescale as T2T's get_timing_signal_1d reads them (np_timing_signal):
+  every other test keeps min_timescale at 1, where ignoring it, or dividing the frequencies by
+  it as the layer's docstring said, passes as well."""
+  layer = SinusoidalPositionEncoding(min_timescale=2.0, max_timescale=100.0)
+  x = random_array(1, 30, 16)
+  np.testing.assert_allclose(to_np(layer(x))[0], np_timing_signal(range(30), 16, 2.0, 100.0),
+                             atol=1e-5)
 
 
 def test_sinusoid_layouts_are_a_channel_permutation():
