@@ -231,6 +231,9 @@ def test_schedule_errors(schedule, message):
 @pytest.mark.parametrize("overrides, expected", [
     ("layer_preprocess_sequence=none,layer_postprocess_sequence=dan", {"norm_type": "post"}),
     ("layer_preprocess_sequence=n,layer_postprocess_sequence=da", {"norm_type": "pre"}),
+    # Each alone too: above, the postprocess sequence, read last, decides either way.
+    ("layer_preprocess_sequence=none", {"norm_type": "post"}),
+    ("layer_preprocess_sequence=n", {"norm_type": "pre"}),
     ("norm_epsilon=1e-5", {"layer_norm_epsilon": 1e-5}),
     ("pos=emb", {"position_encoding": "learned"}),
     ("activation_dtype=bfloat16", {"mixed_precision": "mixed_bfloat16"}),
