@@ -85,17 +85,19 @@ def np_sublayer(x, fn, norm, norm_type):
 
 
 def np_timing_signal(positions, channels, min_timescale=1.0, max_timescale=1e4, layout="concat"):
-  """The paper's sin/cos encoding with T2T's timescales, written element by element."""
+  """The paper's sin/cos encoding with T2T's timescales, written element by element. T2T's
+  `get_timing_signal_1d` multiplies the frequencies by min_timescale, `inv_timescales =
+  min_timescale * exp(-i * log(max / min) / (n - 1))`: 1 / (min * (max / min) ** (i / (n - 1)))
+  only at min_timescale 1."""
   n = channels // 2
   signal = np.zeros((len(positions), channels))
   for row, pos in enumerate(positions):
     for i in range(n):
-      timescale = min_timescale * (max_timescale / min_timescale) ** (i / max(n - 1, 1))
+      angle = pos * min_timescale * (min_timescale / max_timescale) ** (i / max(n - 1, 1))
       if layout == "concat":
-        signal[row, i], signal[row, n + i] = math.sin(pos / timescale), math.cos(pos / timescale)
+        signal[row, i], signal[row, n + i] = math.sin(angle), math.cos(angle)
       else:  # the paper: PE(pos, 2i) = sin, PE(pos, 2i + 1) = cos
-        signal[row, 2 * i], signal[row, 2 * i + 1] = (math.sin(pos / timescale),
-                                                      math.cos(pos / timescale))
+        signal[row, 2 * i], signal[row, 2 * i + 1] = math.sin(angle), math.cos(angle)
   return signal
 
 
@@ -246,6 +248,29 @@ def test_attention_dropout_only_in_training():
   assert not np.allclose(to_np(layer(x, training=True)), to_np(layer(x)))
 
 
+def test_attention_dropout_drops_attention_weights():
+  """T2T's attention_dropout drops softmax(Q K^T / sqrt(d_k)), before the product with V. With
+  zero queries and keys (weights 1/T everywhere), V = x = one-hot(j) + 1 and W^O = I, output
+  row i is c (m_i + s_i) on the first T channels and c s_i on the others, for the kept weights
+  m_ij in {0, 1}, s_i their sum and c = 1 / (T (1 - rate)). A dropout of V or of the output
+  instead (or none) passes test_attention_dropout_only_in_training."""
+  rate, batch = 0.3, 8
+  layer = MultiHeadAttention(num_heads=1, attention_dropout=rate)
+  x = np.eye(TK, D, dtype="float32")[None].repeat(batch, 0) + 1  # [8, TK, D]
+  layer(x)
+  layer.qkv_kernel.assign(np.concatenate([np.zeros((D, 2 * D)), np.eye(D)], 1).astype("float32"))
+  layer.output_kernel.assign(np.eye(D, dtype="float32"))
+  c = 1 / (TK * (1 - rate))
+  got = to_np(layer(x, training=True)) / c                       # m_i + s_i, then s_i
+  sums = got[..., TK:]
+  np.testing.assert_allclose(sums, sums[..., :1].repeat(D - TK, -1), atol=1e-4)
+  kept = got[..., :TK] - sums[..., :1]
+  np.testing.assert_allclose(kept, np.round(kept), atol=1e-4)
+  assert set(np.round(kept).ravel()) == {0.0, 1.0}
+  np.testing.assert_allclose(kept.sum(-1), sums[..., 0], atol=1e-3)
+  assert 0.15 < 1 - np.round(kept).mean() < 0.45
+
+
 def test_attention_validates_its_inputs():
   layer = MultiHeadAttention(num_heads=2)
   x = random_array(B, TK, D)
@@ -285,6 +310,27 @@ def test_feed_forward_matches_numpy():
   layer.bias_2.assign(random_array(D, seed=4))
   np.testing.assert_allclose(to_np(layer(x)), np_ffn(x, layer), atol=1e-5)
   assert [tuple(w.shape) for w in layer.weights] == [(D, 32), (32,), (32, D), (D,)]
+
+
+def test_relu_dropout_drops_the_hidden_activations():
+  """T2T's dense_relu_dense: dropout at relu_dropout between the two layers, on max(0, x W1 + b1).
+  With W2 = I and b2 = 0.5, each element of output - b2 is 0 or max(0, x W1 + b1) / (1 - rate);
+  a dropout of the output instead (or none) passes every other FeedForward test, all at
+  inference."""
+  rate = 0.3
+  layer = FeedForward(filter_size=D, relu_dropout=rate)
+  x = random_array(8, TK, D)  # 8 * 7 * 16 activations, about half of them positive
+  layer(x)
+  layer.bias_1.assign(random_array(D, seed=3))
+  layer.kernel_2.assign(np.eye(D, dtype="float32"))
+  layer.bias_2.assign(np.full(D, 0.5, "float32"))
+  hidden = np.maximum(0, x @ to_np(layer.kernel_1) + to_np(layer.bias_1))
+  got = to_np(layer(x, training=True)) - 0.5
+  kept = np.isclose(got, hidden / (1 - rate), atol=1e-5)
+  dropped = np.abs(got) < 1e-5
+  assert np.all(kept | dropped)
+  positive = hidden > 1e-3  # where kept and dropped differ
+  assert 0.15 < (dropped & positive).sum() / positive.sum() < 0.45
 
 
 def test_swish_feed_forward_matches_numpy_at_any_batch():
@@ -348,6 +394,16 @@ def test_sinusoid_matches_formula(layout, channels):
   explicit = to_np(layer(x[:, :3], positions=np.array([[4, 9, 2], [0, 1, 2]])))
   np.testing.assert_allclose(explicit[0], expected[[4, 9, 2]], atol=1e-5)
   np.testing.assert_allclose(explicit[1], expected[[0, 1, 2]], atol=1e-5)  # each row its own
+
+
+def test_sinusoid_timescales_are_t2ts():
+  """min_timescale and max_timescale as T2T's get_timing_signal_1d reads them (np_timing_signal):
+  every other test keeps min_timescale at 1, where ignoring it, or dividing the frequencies by
+  it as the layer's docstring said, passes as well."""
+  layer = SinusoidalPositionEncoding(min_timescale=2.0, max_timescale=100.0)
+  x = random_array(1, 30, 16)
+  np.testing.assert_allclose(to_np(layer(x))[0], np_timing_signal(range(30), 16, 2.0, 100.0),
+                             atol=1e-5)
 
 
 def test_sinusoid_layouts_are_a_channel_permutation():
@@ -547,6 +603,25 @@ def test_encoder_stack_chains_layers_and_final_norm(norm_type):
   assert hasattr(encoder, "final_norm") == (norm_type == "pre")
   np.testing.assert_allclose(to_np(output), expected, atol=1e-4)
   assert len(scores) == 2 and tuple(scores[0].shape) == (B, 4, TK, TK)
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_residual_dropout_drops_the_sublayer_output_before_the_add(norm_type):
+  """Paper section 5.4: dropout "to the output of each sub-layer, before it is added to the
+  sub-layer input", at layer_prepostprocess_dropout. The layer tests above run at inference,
+  where a dropout of the sum instead passes too. With an identity norm and a sub-layer of
+  constant output c, each element of output - x is 0 or c / (1 - P_drop)."""
+  rate = 0.3
+  layer = EncoderLayer(CONFIG.replace(norm_type=norm_type, layer_prepostprocess_dropout=rate))
+  x = random_array(B, TK, D)
+  layer(x)
+  c = np.full((B, TK, D), 0.5, "float32")
+  added = to_np(layer.residual(x, lambda y: ops.zeros_like(y) + c, lambda y: y, training=True)) - x
+  kept = np.isclose(added, c / (1 - rate), atol=1e-5)
+  assert np.all(kept | (np.abs(added) < 1e-5))
+  assert 0.15 < 1 - kept.mean() < 0.45  # about P_drop of the elements dropped
+  np.testing.assert_allclose(to_np(layer.residual(x, lambda y: ops.zeros_like(y) + c, lambda y: y,
+                                                  training=False)), x + c, atol=1e-6)
 
 
 def test_encoder_ignores_padded_positions():

@@ -1,5 +1,6 @@
 """The token-budget pipeline: budgets hold, padding is low, eval keeps all, sharding, datagen."""
 
+import collections
 import json
 import os
 import pathlib
@@ -61,6 +62,22 @@ def test_small_steps_do_what_their_docstrings_say():
   assert measured["budget"] == pytest.approx(0.25) and measured["tensor"] == pytest.approx(0.375)
 
 
+def test_a_pair_as_long_as_a_bound_goes_into_that_bounds_bucket():
+  """batch_by_length: "the first bucket whose bound U >= l". Pairs exactly as long as a bound
+  (8, 9) are padded to it, not to the next bound, and pairs of max_length (16) share a bucket
+  of 32 // 16 = 2 pairs rather than the overflow bucket's one pair a batch. The other tests'
+  lengths rarely sit on a bound, and a bucket one too far keeps every budget (a longer bound
+  holds fewer pairs), so they passed with `searchsorted(..., side="right")`."""
+  lengths = [8, 8, 9, 16, 16]
+  chunks = tf.data.Dataset.from_tensors(
+      {"inputs": tf.ragged.constant([list(range(2, 2 + n)) for n in lengths]),
+       "targets": tf.ragged.constant([[5, 1] for _ in lengths])})
+  batches = batches_of(pipeline.batch_by_length(pipeline.unchunk(chunks), 32, 16))
+  shapes = sorted(tuple(b["inputs"].shape) for b in batches)
+  assert shapes == [(1, 9), (2, 8), (2, 16)]
+  assert sorted(int(n) for b in batches for n in (b["inputs"].numpy() != 0).sum(1)) == lengths
+
+
 @pytest.mark.parametrize("static", [False, True])
 def test_no_training_batch_exceeds_its_token_budget(multi30k, static):
   problem, data_dir, _ = multi30k
@@ -115,9 +132,11 @@ def test_evaluation_keeps_every_pair_in_file_order_even_long_ones(multi30k):
   batches = batches_of(problem.dataset("dev", data_dir, short, training=False))
   assert pair_count(batches) == 1014
   assert max(b["inputs"].shape[1] for b in batches) > 16     # the long ones are there, unbatched
-  sources = {s for s, _ in problem.text_pairs("dev", data_dir)}
-  decoded = {t.decode("utf-8") for b in batches for t in vocab.detokenize(b["inputs"]).numpy()}
-  assert decoded == sources
+  pairs = set(problem.text_pairs("dev", data_dir))  # both sides whole, the long ones too
+  decoded = {(s.decode("utf-8"), t.decode("utf-8")) for b in batches
+             for s, t in zip(vocab.detokenize(b["inputs"]).numpy(),
+                             vocab.detokenize(b["targets"]).numpy())}
+  assert decoded == pairs
   # Tokenized (unbatched) pairs come in file order.
   first = next(iter(problem.token_dataset("dev", data_dir)))["inputs"][0]
   assert vocab.decode(first.numpy()) == problem.text_pairs("dev", data_dir)[0][0]
@@ -135,14 +154,38 @@ def test_training_is_seeded_and_repeats(multi30k):
 
 
 def test_input_context_shards_between_pipelines(multi30k):
+  """Two pipelines read halves that together are the split: equal counts alone passed with every
+  pipeline reading the first half (`shard(n, 0)`)."""
   problem, data_dir, _ = multi30k
-  counts = []
+
+  def rows(batches):
+    return collections.Counter(tuple(int(i) for i in row if i) for b in batches
+                               for row in b["inputs"].numpy())
+
+  counts, shares = [], []
   for pipeline_id in (0, 1):
     context = tf.distribute.InputContext(num_input_pipelines=2, input_pipeline_id=pipeline_id,
                                          num_replicas_in_sync=2)
-    counts.append(pair_count(batches_of(problem.dataset("dev", data_dir, HP, training=False,
-                                                        input_context=context))))
+    batches = batches_of(problem.dataset("dev", data_dir, HP, training=False,
+                                         input_context=context))
+    counts.append(pair_count(batches))
+    shares.append(rows(batches))
   assert counts == [507, 507]
+  assert shares[0] + shares[1] == rows(batches_of(problem.dataset("dev", data_dir, HP,
+                                                                  training=False)))
+
+
+def test_shuffle_is_seeded_and_draws_a_new_order_each_epoch():
+  """shuffle's docstring: a new (still seeded) order every epoch. The training tests compare
+  whole runs, which a shuffle repeating one order each epoch passes too."""
+  def two_epochs(seed):
+    return list(pipeline.shuffle(tf.data.Dataset.range(50), seed).repeat(2).as_numpy_iterator())
+
+  epochs = two_epochs(3)
+  first, second = epochs[:50], epochs[50:]
+  assert sorted(first) == sorted(second) == list(range(50))
+  assert first != list(range(50)) and first != second
+  assert two_epochs(3) == epochs and two_epochs(4) != epochs
 
 
 def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):

@@ -21,7 +21,8 @@ T2T_SETS = {
         batch_size=4096, max_length=256, label_smoothing=0.1, clip_grad_norm=0.0,
         optimizer="adam", optimizer_adam_beta1=0.9, optimizer_adam_beta2=0.98,
         optimizer_adam_epsilon=1e-9, learning_rate_schedule="legacy", learning_rate=0.1,
-        learning_rate_warmup_steps=4000, layer_norm_epsilon=1e-6, gradient_accumulation_steps=1),
+        learning_rate_warmup_steps=4000, layer_norm_epsilon=1e-6, gradient_accumulation_steps=1,
+        weight_decay=0.0),
     "transformer_base_v2": dict(
         norm_type="pre", layer_prepostprocess_dropout=0.1, attention_dropout=0.1, relu_dropout=0.1,
         optimizer_adam_beta2=0.98, learning_rate_schedule="legacy", learning_rate=0.2,
@@ -51,6 +52,40 @@ T2T_SETS = {
 def test_sets_have_t2t_values(name):
   hp = get_hparams(name)
   assert {k: getattr(hp, k) for k in T2T_SETS[name]} == T2T_SETS[name]
+
+
+# Each set as T2T writes it: the set it starts from and its assignments (the settings T2T's
+# function assigns that exist here), so that a set equal to its parent.replace(**these) holds
+# every other setting at the parent's value too. T2T's `transformer_big_enfr` starts from
+# `transformer_big_dr1` (base with d 1024, d_ff 4096, h 16, dropout 0.1), written out on base.
+T2T_ASSIGNMENTS = {
+    "transformer_big": ("transformer_base", dict(
+        hidden_size=1024, filter_size=4096, batch_size=2048, num_heads=16,
+        layer_prepostprocess_dropout=0.3)),
+    "transformer_big_single_gpu": ("transformer_big", dict(
+        layer_prepostprocess_dropout=0.1, learning_rate_warmup_steps=16000)),
+    "transformer_base_single_gpu": ("transformer_base", dict(
+        batch_size=1024, learning_rate_schedule="constant*linear_warmup*rsqrt_decay",
+        learning_rate_constant=0.1, learning_rate_warmup_steps=16000)),
+    "transformer_base_multistep8": ("transformer_base", dict(gradient_accumulation_steps=8)),
+    "transformer_big_enfr": ("transformer_base", dict(
+        hidden_size=1024, filter_size=8192, num_heads=16, layer_prepostprocess_dropout=0.1,
+        shared_embedding_and_softmax_weights=False)),
+    "transformer_small": ("transformer_base", dict(
+        num_encoder_layers=2, num_decoder_layers=2, hidden_size=256, filter_size=1024,
+        num_heads=4)),
+    "transformer_tiny": ("transformer_base", dict(
+        num_encoder_layers=2, num_decoder_layers=2, hidden_size=128, filter_size=512,
+        num_heads=4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(T2T_ASSIGNMENTS))
+def test_sets_are_their_t2t_parent_with_t2t_assignments(name):
+  """The whole set, not the few values T2T_SETS lists: `transformer_big_single_gpu` keeping
+  big's dropout of 0.3, or `transformer_tiny` a d_ff of 256, passed every test before."""
+  parent, assignments = T2T_ASSIGNMENTS[name]
+  assert get_hparams(name) == get_hparams(parent).replace(**assignments)
 
 
 def test_transformer_base_is_v3():
@@ -196,6 +231,9 @@ def test_schedule_errors(schedule, message):
 @pytest.mark.parametrize("overrides, expected", [
     ("layer_preprocess_sequence=none,layer_postprocess_sequence=dan", {"norm_type": "post"}),
     ("layer_preprocess_sequence=n,layer_postprocess_sequence=da", {"norm_type": "pre"}),
+    # Each alone too: above, the postprocess sequence, read last, decides either way.
+    ("layer_preprocess_sequence=none", {"norm_type": "post"}),
+    ("layer_preprocess_sequence=n", {"norm_type": "pre"}),
     ("norm_epsilon=1e-5", {"layer_norm_epsilon": 1e-5}),
     ("pos=emb", {"position_encoding": "learned"}),
     ("activation_dtype=bfloat16", {"mixed_precision": "mixed_bfloat16"}),

@@ -12,6 +12,7 @@ from t2t_lite import registry
 from t2t_lite.hparams import ModelConfig, get_hparams
 from t2t_lite.hparams.transformer import TABLE3_ROWS
 from t2t_lite.models import Transformer
+from test_layers import np_timing_signal
 
 VOCAB = 23
 TINY = ModelConfig(hidden_size=16, filter_size=32, num_heads=4, num_encoder_layers=2,
@@ -79,6 +80,34 @@ def test_decoder_output_is_the_call_before_the_shared_projection():
   assert decoder_output.shape == (2, 5, TINY.hidden_size)
   table = to_np(model.embedding.embeddings)
   np.testing.assert_allclose(decoder_output @ table.T, logits_of(model), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("position_encoding", ["sinusoid", "learned"])
+def test_call_is_the_papers_composition_of_embedding_positions_encoder_and_decoder(
+    position_encoding):
+  """logits = Decoder(E[shift_right(targets)] sqrt(d) + PE, memory) E^T, memory =
+  Encoder(E[source] sqrt(d) + PE) with the source mask `source != PAD`; PAD and the start id 0
+  embed to zeros (paper sections 3.4, 3.5; T2T's shift_right_3d). The embedding inputs are
+  written here from the table and the formula (`np_timing_signal`, T2T's [sin | cos] signal),
+  the stacks are the model's own (tests/test_layers.py checks them against numpy): every other
+  test here compares the model with itself (causality, padding, cached steps), which holds just
+  as well without any position signal, unscaled or unshifted."""
+  model = randomize(tiny_model(position_encoding=position_encoding, max_position=16))
+  table, d = to_np(model.embedding.embeddings), TINY.hidden_size
+  positions = (np_timing_signal(range(16), d) if position_encoding == "sinusoid"
+               else to_np(model.position.embeddings))
+
+  def embed(ids):
+    return table[ids] * d ** 0.5 * (ids != 0)[..., None] + positions[:ids.shape[1]]
+
+  mask = SOURCE != 0
+  memory = to_np(model.encoder(embed(SOURCE), padding_mask=mask))
+  got_memory, got_mask = model.encode(SOURCE)
+  assert to_np(got_mask).tolist() == mask.tolist()
+  np.testing.assert_allclose(to_np(got_memory), memory, atol=1e-4)
+  shifted = np.concatenate([np.zeros_like(TARGETS[:, :1]), TARGETS[:, :-1]], axis=1)
+  decoded = to_np(model.decoder(embed(shifted), memory, memory_padding_mask=mask))
+  np.testing.assert_allclose(logits_of(model), decoded @ table.T, atol=1e-4)
 
 
 @pytest.mark.parametrize("shared_embedding", [False, True])
@@ -248,6 +277,21 @@ def test_dropout_only_in_training():
   model = tiny_model(layer_prepostprocess_dropout=0.3)
   np.testing.assert_allclose(logits_of(model), logits_of(model, training=False))
   assert not np.allclose(logits_of(model, training=True), logits_of(model))
+
+
+def test_embedding_dropout_drops_the_sum_of_embeddings_and_positions():
+  """Paper section 5.4: dropout "to the sums of the embeddings and the positional encodings", at
+  layer_prepostprocess_dropout: each element of the embedded input is 0 or (E[ids] sqrt(d) + PE)
+  / (1 - P_drop). The test above passes with the dropout on the embeddings alone, or on neither."""
+  rate = 0.3
+  model = tiny_model(layer_prepostprocess_dropout=rate)
+  table, d = to_np(model.embedding.embeddings), TINY.hidden_size
+  expected = (table[SOURCE] * d ** 0.5 * (SOURCE != 0)[..., None]
+              + np_timing_signal(range(SOURCE.shape[1]), d))
+  got = to_np(model._embed(ops.convert_to_tensor(SOURCE), training=True))
+  dropped = np.abs(got) < 1e-6
+  np.testing.assert_allclose(got[~dropped], expected[~dropped] / (1 - rate), atol=1e-5)
+  assert 0.15 < dropped.mean() < 0.45
 
 
 # ---- Parameter counts (Table 3), built without allocating the weights ------------------------

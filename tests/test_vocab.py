@@ -62,6 +62,9 @@ def test_t2t_ids_and_interface(vocab):
   assert vocab.detokenize(dense).numpy().tolist() == [b"A man in a blue shirt."] * 2
   ragged = tf.ragged.constant([row + [1, 5], row])
   assert vocab.detokenize(ragged).numpy().tolist() == [b"A man in a blue shirt."] * 2
+  # Ids outside the vocabulary (a model's output layer wider than it) are dropped, not decoded.
+  outside = tf.constant([row[:2] + [vocab.vocab_size, -3] + row[2:] + [vocab.vocab_size + 7]])
+  assert vocab.detokenize(outside).numpy().tolist() == [b"A man in a blue shirt."]
   assert vocab.decode(row + [1, 7, 7]) == "A man in a blue shirt."
 
 
@@ -142,4 +145,5 @@ def test_symbol_vocab_has_the_same_interface():
   assert ids.to_list() == [[4, 2, 11], [3]]
   assert vocab.detokenize(tf.constant([[4, 2, 1, 9], [3, 0, 0, 0]])).numpy().tolist() == [
       b"4 2", b"3"]
+  assert vocab.detokenize(tf.constant([[4, 12, 2, -1, 1]])).numpy().tolist() == [b"4 2"]
   assert vocab_lib.vocab_from_proto(vocab.model_proto).vocab_size == 12

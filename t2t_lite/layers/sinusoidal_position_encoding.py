@@ -39,12 +39,14 @@ class SinusoidalPositionEncoding(keras.layers.Layer):
   With `n = d // 2` timescales, channel `i < n` of position `p` is `sin(p * inv_i)` and channel
   `n + i` is `cos(p * inv_i)` (an odd `d` gets one zero channel at the end), where
 
-  - `frequencies="t2t"` (default): `inv_i = 1 / (min_timescale * (max_timescale /
-    min_timescale) ** (i / (n - 1)))`, T2T's spacing, whose slowest timescale is exactly
-    `max_timescale`. Marian's C++ (`sinusoidalPositionEmbeddings`) computes the same numbers, so
-    imported Marian weights were trained with these.
-  - `frequencies="paper"`: `inv_i = 1 / (min_timescale * (max_timescale / min_timescale) **
-    (2i / d))`, the paper's `10000 ** (2i / d)`, whose slowest timescale is
+  - `frequencies="t2t"` (default): `inv_i = min_timescale * (min_timescale / max_timescale) **
+    (i / (n - 1))`, T2T's spacing (its `min_timescale * exp(-i * log(max / min) / (n - 1))`,
+    which multiplies the frequencies by min_timescale), whose slowest timescale is exactly
+    `max_timescale` at the default min_timescale of 1. Marian's C++
+    (`sinusoidalPositionEmbeddings`) computes the same numbers, so imported Marian weights were
+    trained with these.
+  - `frequencies="paper"`: `inv_i = min_timescale * (min_timescale / max_timescale) **
+    (2i / d)`, the paper's `1 / 10000 ** (2i / d)`, whose slowest timescale is
     `10000 ** ((d - 2) / d)`. The two differ more the later the position (docs/model.md).
 
   Layout: the default `"concat"` puts all sines first, then all cosines, as T2T, Marian and
