@@ -245,6 +245,31 @@ def test_bad_request_gets_4xx_with_a_message_and_the_server_keeps_serving(client
   assert predict(client, {"instances": ["A woman ."]})["predictions"][0]["translations"]
 
 
+def test_a_chunked_body_over_the_limit_gets_413_while_it_is_read(client):
+  """A body sent without Content-Length (chunked), which BAD_REQUESTS' bodies never are: the
+  limit is counted as it streams in (`read_body`), not taken from a header. Under the limit the
+  same request is answered; over it, 413, and the server goes on serving."""
+  sentences = ["A woman ."] * 4
+  body = json.dumps({"instances": sentences}).encode()
+
+  def chunks(data):  # a generator body: httpx sends it chunked, without Content-Length
+    yield from (data[i:i + 64] for i in range(0, len(data), 64))
+
+  served = client.post("/v1/models/ende:predict", content=chunks(body),
+                       headers={"Content-Type": "application/json"})
+  assert served.request.headers.get("content-length") is None
+  assert served.status_code == 200, served.text
+  assert len(served.json()["predictions"]) == len(sentences)
+  big = json.dumps({"instances": ["a b " * 250] * 12}).encode()
+  assert len(big) > LIMITS.max_body_bytes
+  response = client.post("/v1/models/ende:predict", content=chunks(big),
+                         headers={"Content-Type": "application/json"})
+  assert response.request.headers.get("content-length") is None
+  assert response.status_code == 413, response.text
+  assert "--max_body_bytes" in response.json()["error"]
+  assert predict(client, {"instances": ["A woman ."]})["predictions"][0]["translations"]
+
+
 def test_methods_and_paths_outside_the_api_get_json_errors(client):
   for method, url, status in (("PUT", "/v1/models/ende:predict", 405), ("GET", "/nowhere", 404),
                               ("GET", "/v1/models/ende:predict", 404), ("GET", "/api/attention", 405)):
