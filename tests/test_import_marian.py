@@ -5,6 +5,7 @@ Needs the `marian-test` extra (torch, transformers; scripts/setup.sh installs it
 this); skipped without it.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -385,6 +386,11 @@ def test_marian_release_layout_gives_the_same_model(hf_model_dir, imported, tmp_
   hparams = model_dir.read_model_dir(str(out))[1]
   assert (hparams.position_encoding, hparams.layer_norm_epsilon, hparams.decoder_start,
           hparams.never_predict_pad) == ("sinusoid", 1e-6, "zeros", True)
+  # Everything else read from model.yml is what config.json gave (the same model): the width,
+  # depths, heads, swish, the embedding scale, dropout. (Marian's file has no position limit.)
+  from_hf = dataclasses.asdict(model_dir.read_model_dir(str(imported[0]))[1])
+  assert {name for name, value in dataclasses.asdict(hparams).items() if value != from_hf[name]} == {
+      "position_encoding", "layer_norm_epsilon", "decoder_start", "never_predict_pad", "max_position"}
   _, model, _ = model_dir.restore_model(str(out))
   theirs = model_dir.checkpointable(model)
   for path, variable in model_dir.checkpointable(imported[1]).items():
