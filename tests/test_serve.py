@@ -230,6 +230,13 @@ BAD_REQUESTS = [  # (id, path, body bytes, status, words of the message)
     ("not-predict", ":classify", b'{"instances": ["a"]}', 404, ":predict"),
     ("attention-fields", "/api/attention", b'{"source": "a"}', 400, "exactly the fields"),
     ("attention-invalid-json", "/api/attention", b"{", 400, "not valid JSON"),
+    ("attention-empty", "/api/attention", b'{"source": " ", "target": "a"}', 400, "must not be empty"),
+    ("attention-not-a-string", "/api/attention", b'{"source": ["a"], "target": "a"}', 400,
+     "must be a string"),
+    ("attention-too-many-chars", "/api/attention",
+     json.dumps({"source": "a", "target": "a" * 1501}).encode(), 413, "--max_sentence_chars"),
+    ("attention-too-many-pieces", "/api/attention",   # the backend's BackendError
+     json.dumps({"source": "a " * 700, "target": "a"}).encode(), 400, "the attention view takes at most"),
 ]
 
 
