@@ -252,6 +252,21 @@ def test_a_config_that_forbids_pad_decodes_without_pad(hf_model_dir, tmp_path):
     assert until_eos(ids[row, 0], 25) == expected and PAD_ID not in expected
 
 
+def test_pad_forbidden_by_the_generation_config_is_never_predicted(hf_model_dir, tmp_path):
+  """Hugging Face's generate reads bad_words_ids from generation_config.json too (where
+  transformers writes generation settings now): forbidding PAD there alone sets
+  never_predict_pad, as in config.json (the test above); the fixture's files forbid nothing."""
+  folder, hf, _, _ = hf_model_dir
+  assert not marian.read_folder(str(folder))[0]["never_predict_pad"]
+  forbidding = tmp_path / "forbidding"
+  shutil.copytree(folder, forbidding)
+  generation = forbidding / "generation_config.json"
+  settings = json.loads(generation.read_text()) if generation.exists() else {}
+  generation.write_text(json.dumps({**settings, "bad_words_ids": [[hf.config.pad_token_id]]}))
+  assert "bad_words_ids" not in json.loads((forbidding / "config.json").read_text())
+  assert marian.read_folder(str(forbidding))[0]["never_predict_pad"]
+
+
 @pytest.fixture(scope="module")
 def decoded(imported, hf_model_dir, tmp_path_factory):
   folder = tmp_path_factory.mktemp("decode")
