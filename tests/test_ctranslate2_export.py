@@ -177,6 +177,20 @@ def test_length_penalty_is_the_power_of_length_closest_to_gnmts():
     assert error(fitted) < 0.1 * error(alpha)
 
 
+def test_sampling_settings_are_carried_over():
+  """Sampling (beam 1): translate_batch gets the temperature and top_k as CTranslate2's
+  sampling_temperature and sampling_topk (0 in both: the whole distribution; CTranslate2's own
+  default, 1, would be greedy search); beam search gets neither."""
+  for top_k in (5, 0):
+    options = ct2_export.translate_options(
+        DecodeHParams(beam_size=1, sampling_temperature=0.7, top_k=top_k), 1024)
+    assert options == {"beam_size": 1, "length_penalty": ct2_export.ctranslate2_length_penalty(0.6),
+                       "max_input_length": 256,  # max_input_size's default, below 1024
+                       "sampling_temperature": 0.7, "sampling_topk": top_k}
+  options = ct2_export.translate_options(DecodeHParams(beam_size=4, top_k=5), 1024)
+  assert "sampling_temperature" not in options and "sampling_topk" not in options
+
+
 def test_refusals_exit_2(tiny_model_dir, tmp_path, capsys):
   model = variant_dir(tiny_model_dir, tmp_path / "model", "attention_key_channels=32", seed=9)
   assert exporter.main([f"--output_dir={model}", "--export_format=ctranslate2",
