@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import sacrebleu
 
 from t2t_lite.bin import bleu as bleu_cli
 from t2t_lite.decoding import bleu_score
@@ -116,3 +117,21 @@ def test_t2t_bleu_equals_sacrebleu_intl(real_pair, capsys, lowercase):
                            "--tokenize", "intl", *(["-lc"] if lowercase else [])],
                           capture_output=True, text=True, check=True).stdout.strip()
   assert float(ours) == float(theirs)
+
+
+def test_t2t_bleu_smoothing_brevity_and_case_equal_sacrebleu_intl():
+  """On lines where what the corrupted newstest pair never reaches decides the score: 3- and
+  4-grams without a match (NIST's smoothing, 1 / (2^k * candidates)), a translation shorter than
+  its reference (brevity penalty 0.67) and words that differ in case only (BLEU_cased below
+  BLEU_uncased). The reference: sacreBLEU's `intl` tokenizer and `exp` smoothing, its Python API."""
+  hypotheses = ["der Hund läuft schnell heim.", "Ein Mann, der liest.", "ZWEI Katzen!"]
+  references = ["Der Hund rennt schnell nach Hause.", "Ein Mann liest ein dickes Buch.",
+                "Zwei Katzen schlafen auf dem Sofa."]
+  scores = {}
+  for lowercase in (False, True):
+    theirs = sacrebleu.metrics.BLEU(tokenize="intl", lowercase=lowercase).corpus_score(
+        hypotheses, [references])
+    assert theirs.counts[2:] == [0, 0] and theirs.bp < 0.7  # the branches this test is for
+    scores[lowercase] = bleu_score.t2t_bleu(hypotheses, references, case_sensitive=not lowercase)
+    assert scores[lowercase] == pytest.approx(theirs.score, abs=1e-9)
+  assert scores[False] < scores[True]

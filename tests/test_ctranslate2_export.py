@@ -18,17 +18,21 @@ from t2t_lite.data.vocab import strip_ids  # noqa: E402
 from t2t_lite.decoding.translator import load_translator  # noqa: E402
 from t2t_lite.export import ctranslate2 as ct2_export  # noqa: E402
 from t2t_lite.hparams import DecodeHParams  # noqa: E402
+from t2t_lite.token_ids import PAD_ID  # noqa: E402
 from t2t_lite.training.train_loop import Trainer  # noqa: E402
 
 SOURCES = ["A man is riding a bike .", "Two dogs play in the snow while a child watches them .",
            "A woman .", "People are walking along the beach at sunset next to the water ."]
 EXTRA = 12  # short outputs: random models run to the length limit, which must match too
 XLA = False  # the decoder's search as a plain graph, not compiled (tests/test_decoder.py: the same beams)
+PAD_LEAD = 10.0  # added to PAD's logits bias in variant_dir
 
 
 def variant_dir(tiny_model_dir, folder, overrides, seed):
   """A model directory with the tiny model's problem and vocabulary, `overrides` applied to its
-  hparams, and random weights (biases and norms random too), saved as checkpoint 0."""
+  hparams, and random weights (biases and norms random too), saved as checkpoint 0. A logits
+  bias raises PAD's by PAD_LEAD: PAD would win steps of a random model, so never_predict_pad's
+  mask decides tokens (without it PAD is about as likely as any other id, and never wins)."""
   source, _ = tiny_model_dir
   problem, hparams = model_dir.read_model_dir(str(source))
   hparams = hparams.parse(overrides)
@@ -42,7 +46,10 @@ def variant_dir(tiny_model_dir, folder, overrides, seed):
     if path.endswith(("gamma",)):
       variable.assign(1.0 + 0.2 * rng.standard_normal(shape).astype(np.float32))
     elif path.endswith(("beta", "bias", "bias_1", "bias_2", "logits_bias")):
-      variable.assign(0.2 * rng.standard_normal(shape).astype(np.float32))
+      values = 0.2 * rng.standard_normal(shape).astype(np.float32)
+      if path.endswith("logits_bias"):
+        values[PAD_ID] += PAD_LEAD
+      variable.assign(values)
     else:  # kernels [in, out] and tables [V or positions, d]: unit-variance products
       fan_in = shape[1] if "embeddings" in path else shape[0]
       variable.assign((rng.standard_normal(shape) / np.sqrt(fan_in)).astype(np.float32))
@@ -119,10 +126,17 @@ def variant(request, tiny_model_dir, tmp_path_factory):
 
 @pytest.mark.parametrize("beam", [1, 4])
 def test_outputs_equal_the_decoders(variant, beam):
+  """The same tokens and the same scores (alpha 0: sums of log-probabilities, about -100 here;
+  they agree to 3e-6 of that). The LayerNorm epsilon moves neither measurably (1e-4 for 1e-6
+  moved the scores by 2e-5 of themselves): CTranslate2's config.json must hold the model's."""
   model, folder = variant
   expected, lengths = ours(model, beam)
   assert same_tokens(expected, theirs(folder, beam, lengths))
   assert any(len(strip_ids(x)) > 3 for x in expected)  # real outputs, not all empty
+  np.testing.assert_allclose(theirs.scores, ours.scores, rtol=1e-4)
+  hparams = model_dir.read_model_dir(str(model))[1]
+  config = json.loads((folder / "config.json").read_text())
+  assert config["layer_norm_epsilon"] == hparams.layer_norm_epsilon
 
 
 def test_trained_model_float32_and_int8(tiny_model_dir, tmp_path):
@@ -161,6 +175,20 @@ def test_length_penalty_is_the_power_of_length_closest_to_gnmts():
     assert abs(fitted - best) <= 2e-4 and fitted < alpha, (alpha, fitted, best)
     # Nearer to GNMT's than length ** alpha (what the exporter recorded before).
     assert error(fitted) < 0.1 * error(alpha)
+
+
+def test_sampling_settings_are_carried_over():
+  """Sampling (beam 1): translate_batch gets the temperature and top_k as CTranslate2's
+  sampling_temperature and sampling_topk (0 in both: the whole distribution; CTranslate2's own
+  default, 1, would be greedy search); beam search gets neither."""
+  for top_k in (5, 0):
+    options = ct2_export.translate_options(
+        DecodeHParams(beam_size=1, sampling_temperature=0.7, top_k=top_k), 1024)
+    assert options == {"beam_size": 1, "length_penalty": ct2_export.ctranslate2_length_penalty(0.6),
+                       "max_input_length": 256,  # max_input_size's default, below 1024
+                       "sampling_temperature": 0.7, "sampling_topk": top_k}
+  options = ct2_export.translate_options(DecodeHParams(beam_size=4, top_k=5), 1024)
+  assert "sampling_temperature" not in options and "sampling_topk" not in options
 
 
 def test_refusals_exit_2(tiny_model_dir, tmp_path, capsys):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from t2t_lite.bin import exporter
 from t2t_lite.decoding.translator import load_translator
 from t2t_lite.export import saved_model
 from t2t_lite.hparams import DecodeHParams
@@ -119,3 +120,27 @@ def test_failed_export_leaves_no_version_behind(tiny_model_dir, tmp_path, monkey
   assert os.listdir(tmp_path) == []
   with pytest.raises(ValueError, match="must be a number"):
     saved_model.export(str(model_dir), str(tmp_path), version="v1")
+
+
+def test_an_existing_version_is_refused_and_kept(tiny_model_dir, tmp_path, capsys):
+  """TF Serving may be serving EXPORT_DIR/<version>: exporting that version again exits 2 and
+  leaves it as it was (written_atomically would replace it). So do the flags of the other
+  format (--quantization, CTranslate2's --version) and a version that is not a number, before
+  anything is written."""
+  model_dir, _ = tiny_model_dir
+  served = tmp_path / "7" / "saved_model.pb"
+  served.parent.mkdir()
+  served.write_bytes(b"being served")
+  flags = [f"--output_dir={model_dir}", f"--export_dir={tmp_path}",
+           "--decode_hparams=beam_size=1,max_input_size=16"]  # one width bucket, if it traced
+  assert exporter.main(flags + ["--version=7"]) == 2
+  assert "exists already" in capsys.readouterr().err
+  assert exporter.main(flags + ["--version=8", "--quantization=int8"]) == 2
+  assert "--quantization applies to --export_format=ctranslate2" in capsys.readouterr().err
+  assert exporter.main([f"--output_dir={model_dir}", f"--export_dir={tmp_path / 'ct2'}",
+                        "--export_format=ctranslate2", "--version=8"]) == 2
+  assert "--version names SavedModel versions" in capsys.readouterr().err
+  assert exporter.main(flags + ["--version=v8"]) == 2  # a usage error, not a traceback
+  assert "export version must be a number" in capsys.readouterr().err
+  assert os.listdir(tmp_path) == ["7"] and os.listdir(served.parent) == ["saved_model.pb"]
+  assert served.read_bytes() == b"being served"

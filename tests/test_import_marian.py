@@ -5,6 +5,7 @@ Needs the `marian-test` extra (torch, transformers; scripts/setup.sh installs it
 this); skipped without it.
 """
 
+import dataclasses
 import json
 import os
 import shutil
@@ -251,6 +252,21 @@ def test_a_config_that_forbids_pad_decodes_without_pad(hf_model_dir, tmp_path):
     assert until_eos(ids[row, 0], 25) == expected and PAD_ID not in expected
 
 
+def test_pad_forbidden_by_the_generation_config_is_never_predicted(hf_model_dir, tmp_path):
+  """Hugging Face's generate reads bad_words_ids from generation_config.json too (where
+  transformers writes generation settings now): forbidding PAD there alone sets
+  never_predict_pad, as in config.json (the test above); the fixture's files forbid nothing."""
+  folder, hf, _, _ = hf_model_dir
+  assert not marian.read_folder(str(folder))[0]["never_predict_pad"]
+  forbidding = tmp_path / "forbidding"
+  shutil.copytree(folder, forbidding)
+  generation = forbidding / "generation_config.json"
+  settings = json.loads(generation.read_text()) if generation.exists() else {}
+  generation.write_text(json.dumps({**settings, "bad_words_ids": [[hf.config.pad_token_id]]}))
+  assert "bad_words_ids" not in json.loads((forbidding / "config.json").read_text())
+  assert marian.read_folder(str(forbidding))[0]["never_predict_pad"]
+
+
 @pytest.fixture(scope="module")
 def decoded(imported, hf_model_dir, tmp_path_factory):
   folder = tmp_path_factory.mktemp("decode")
@@ -385,6 +401,11 @@ def test_marian_release_layout_gives_the_same_model(hf_model_dir, imported, tmp_
   hparams = model_dir.read_model_dir(str(out))[1]
   assert (hparams.position_encoding, hparams.layer_norm_epsilon, hparams.decoder_start,
           hparams.never_predict_pad) == ("sinusoid", 1e-6, "zeros", True)
+  # Everything else read from model.yml is what config.json gave (the same model): the width,
+  # depths, heads, swish, the embedding scale, dropout. (Marian's file has no position limit.)
+  from_hf = dataclasses.asdict(model_dir.read_model_dir(str(imported[0]))[1])
+  assert {name for name, value in dataclasses.asdict(hparams).items() if value != from_hf[name]} == {
+      "position_encoding", "layer_norm_epsilon", "decoder_start", "never_predict_pad", "max_position"}
   _, model, _ = model_dir.restore_model(str(out))
   theirs = model_dir.checkpointable(model)
   for path, variable in model_dir.checkpointable(imported[1]).items():

@@ -62,6 +62,29 @@ def test_command_writes_one_selection_per_line_and_scores_against_references(tmp
                                 [refs.read_text(encoding="utf-8").splitlines()]).score
   assert lines[:2] == [f"first beam\t{first:.2f}", "oracle\t100.00"]
   assert len(lines) == 2 + 2 * len(mbr_select.TEMPERATURES) * 1  # the widest list: 4 beams
+  # Each setting's line: corpus sacreBLEU of the selections brute_force makes with it.
+  metrics = {"bleu": sacrebleu.metrics.BLEU(effective_order=True), "chrf": sacrebleu.metrics.CHRF()}
+  expected = []
+  for name, metric in metrics.items():
+    for temperature in mbr_select.TEMPERATURES:
+      chosen = [brute_force(rows, metric, temperature) for rows in (CANDIDATES, SECOND)]
+      score = sacrebleu.corpus_bleu(chosen, [refs.read_text(encoding="utf-8").splitlines()]).score
+      expected.append(f"{name} temperature={temperature} beams=4\t{score:.2f}")
+  assert lines[2:] == expected
+  assert len({line.split("\t")[1] for line in expected}) > 1  # the settings choose differently
+
+
+def test_beams_keeps_the_first_candidates_only(tmp_path, capsys):
+  """--beams=N selects among each line's first N candidates: 2 leaves out the consensus
+  reading (the third), which all 4 choose at temperature 0; 1 is the first beam."""
+  nbest = tmp_path / "nbest.tsv"
+  nbest.write_text("\t".join(f"{t}\t{s}" for t, s in CANDIDATES) + "\n", encoding="utf-8")
+  chrf = sacrebleu.metrics.CHRF()
+  for beams, expected in ((0, brute_force(CANDIDATES, chrf, 0.0)),
+                          (2, brute_force(CANDIDATES[:2], chrf, 0.0)), (1, CANDIDATES[0][0])):
+    assert mbr_select.main([str(nbest), "--temperature=0", f"--beams={beams}"]) == 0
+    assert capsys.readouterr().out == expected + "\n", beams
+  assert brute_force(CANDIDATES[:2], chrf, 0.0) != brute_force(CANDIDATES, chrf, 0.0)
 
 
 @pytest.mark.parametrize("content,args,message", [

@@ -230,6 +230,13 @@ BAD_REQUESTS = [  # (id, path, body bytes, status, words of the message)
     ("not-predict", ":classify", b'{"instances": ["a"]}', 404, ":predict"),
     ("attention-fields", "/api/attention", b'{"source": "a"}', 400, "exactly the fields"),
     ("attention-invalid-json", "/api/attention", b"{", 400, "not valid JSON"),
+    ("attention-empty", "/api/attention", b'{"source": " ", "target": "a"}', 400, "must not be empty"),
+    ("attention-not-a-string", "/api/attention", b'{"source": ["a"], "target": "a"}', 400,
+     "must be a string"),
+    ("attention-too-many-chars", "/api/attention",
+     json.dumps({"source": "a", "target": "a" * 1501}).encode(), 413, "--max_sentence_chars"),
+    ("attention-too-many-pieces", "/api/attention",   # the backend's BackendError
+     json.dumps({"source": "a " * 700, "target": "a"}).encode(), 400, "the attention view takes at most"),
 ]
 
 
@@ -242,6 +249,31 @@ def test_bad_request_gets_4xx_with_a_message_and_the_server_keeps_serving(client
   response = client.post(url, content=body, headers={"Content-Type": "application/json"})
   assert response.status_code == status, response.text
   assert message in response.json()["error"]
+  assert predict(client, {"instances": ["A woman ."]})["predictions"][0]["translations"]
+
+
+def test_a_chunked_body_over_the_limit_gets_413_while_it_is_read(client):
+  """A body sent without Content-Length (chunked), which BAD_REQUESTS' bodies never are: the
+  limit is counted as it streams in (`read_body`), not taken from a header. Under the limit the
+  same request is answered; over it, 413, and the server goes on serving."""
+  sentences = ["A woman ."] * 4
+  body = json.dumps({"instances": sentences}).encode()
+
+  def chunks(data):  # a generator body: httpx sends it chunked, without Content-Length
+    yield from (data[i:i + 64] for i in range(0, len(data), 64))
+
+  served = client.post("/v1/models/ende:predict", content=chunks(body),
+                       headers={"Content-Type": "application/json"})
+  assert served.request.headers.get("content-length") is None
+  assert served.status_code == 200, served.text
+  assert len(served.json()["predictions"]) == len(sentences)
+  big = json.dumps({"instances": ["a b " * 250] * 12}).encode()
+  assert len(big) > LIMITS.max_body_bytes
+  response = client.post("/v1/models/ende:predict", content=chunks(big),
+                         headers={"Content-Type": "application/json"})
+  assert response.request.headers.get("content-length") is None
+  assert response.status_code == 413, response.text
+  assert "--max_body_bytes" in response.json()["error"]
   assert predict(client, {"instances": ["A woman ."]})["predictions"][0]["translations"]
 
 

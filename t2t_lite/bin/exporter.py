@@ -59,7 +59,7 @@ def main(argv=None):
   try:
     saved_model.export(args.output_dir, args.export_dir or os.path.join(checkpoint_dir, "export"),
                        decode_hparams, args.checkpoint_path, args.version)
-  except (model_dir.ModelDirError, FileExistsError) as e:
+  except (model_dir.ModelDirError, saved_model.ExportError, FileExistsError) as e:
     print(f"error: {e}", file=sys.stderr)
     return 2
   return 0

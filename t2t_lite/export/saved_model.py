@@ -57,6 +57,10 @@ DECODE_HPARAMS_FILE = "decode_hparams.json"   # in <version>/assets.extra/
 SHAPES_FILE = "shapes.json"
 
 
+class ExportError(ValueError):
+  """A model directory or setting this exporter refuses (t2t-lite-exporter exits with 2)."""
+
+
 def padded_batch(n):
   """The batch size a request of n sentences is padded to, in the graph (int32 tensor or int):
   `buckets.padded_batch_size` with TensorFlow ops."""
@@ -314,7 +318,7 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   """
   version = str(version or int(time.time()))
   if not version.isdigit():
-    raise ValueError(f"export version must be a number (TF Serving's layout), got {version!r}")
+    raise ExportError(f"export version must be a number (TF Serving's layout), got {version!r}")
   final = os.path.join(export_dir, version)
   if os.path.exists(final):
     raise FileExistsError(f"{final} exists already; pick another --version")
@@ -322,8 +326,8 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
   vocab = model_dir.load_vocab(output_dir)
   tokenizer = getattr(vocab, "tf_tokenizer", None)
   if tokenizer is None:
-    raise ValueError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
-                     "(SentencePiece) problems can be exported as text-in/text-out models")
+    raise ExportError(f"the vocabulary of {output_dir} has no in-graph tokenizer; only subword "
+                      "(SentencePiece) problems can be exported as text-in/text-out models")
   if decode_hparams is None:
     decode_hparams = model_dir.model_decode_defaults(output_dir)
   module = TranslationModule(model, tokenizer, decode_hparams,
