@@ -346,3 +346,26 @@ def test_forced_prefix_with_a_step_per_row_gives_the_batch_searchs_results(beam)
     prefix = [int(t) for t in prefix if t]
     filled = ids[sentence][np.isfinite(scores[sentence])]     # a constrained beam's empty slots
     assert len(filled) and all(row[:len(prefix)].tolist() == prefix for row in filled), ids[sentence]
+
+
+def test_masked_candidates_do_not_count_as_ended_for_the_finished_stop():
+  """`stop_when_finished` counts the hypotheses that ended among a step's beam best candidates.
+  A forced prefix leaves one allowed token per hypothesis, so fewer than beam candidates are
+  real and the others are masked ones at -inf, EOS among them (top_k takes tied -inf entries in
+  index order): counted as ended, they stopped the search right after the prefix with nothing
+  finished. Every sentence's best must instead be a finished output (EOS after its prefix),
+  scored with the length penalty, against the model's own log-probabilities."""
+  fn, table = random_model(7)
+  prefixes = np.array([[5, 6, 7], [8, 9, 6], [6, 5, 8]])
+  constraint = ForcedPrefix(VOCAB)
+  ids, scores = beam_search(fn, {}, 3, 3, VOCAB, 12, alpha=0.6, constraint=constraint,
+                            constraint_state=constraint.initial_state(prefixes),
+                            stop_when_finished=True)
+  ids, scores = np.asarray(ops.convert_to_numpy(ids)), np.asarray(ops.convert_to_numpy(scores))
+  for prefix, row, score in zip(prefixes, ids[:, 0], scores[:, 0]):
+    row = [int(t) for t in row]
+    assert row[:3] == prefix.tolist() and EOS in row[3:], row
+    written = row[:row.index(EOS) + 1]
+    np.testing.assert_allclose(
+        score, teacher_forced_log_prob(table, written) / ((5.0 + len(written)) / 6.0) ** 0.6,
+        rtol=1e-4)
