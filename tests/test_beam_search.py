@@ -373,12 +373,20 @@ def test_per_sentence_decode_lengths():
 
 
 def test_sentence_that_finishes_nothing_returns_alive_hypotheses():
-  # EOS is never likely enough to be among the candidates: T2T returns the alive hypotheses.
-  fn, _ = markov_fn([{t: {EOS: 1e-9} for t in range(5)}] * 3)
+  """EOS is never likely enough to be among the candidates: T2T returns the alive hypotheses,
+  best first by raw log-probability: the two best of all 4 ** 3 sequences without EOS, by
+  enumeration. Their log-probabilities differ (A A A 0.21, B A A 0.126), so a fallback that
+  skipped a hypothesis or filled the slots in another order fails."""
+  fn, table = markov_fn([{t: {EOS: 1e-9, A: a, B: b} for t in range(5)}
+                         for a, b in ((0.5, 0.3), (0.6, 0.25), (0.7, 0.2))])
   ids, scores = beam_search(fn, {}, 1, beam_size=2, vocab_size=5, max_decode_length=3)
   ids, scores = numpy(ids), numpy(scores)
   assert EOS not in ids
-  np.testing.assert_allclose(scores[0], [3 * math.log((1 - 1e-9) / 4)] * 2, rtol=1e-5)
+  best = sorted(itertools.product([PAD, A, B, C], repeat=3),
+                key=lambda seq: -markov_log_prob(table, seq))[:2]
+  assert best == [(A, A, A), (B, A, A)]
+  assert [tuple(row) for row in ids[0]] == best
+  np.testing.assert_allclose(scores[0], [markov_log_prob(table, seq) for seq in best], rtol=1e-5)
 
 
 def test_beam_one_equals_greedy():

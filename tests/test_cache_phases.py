@@ -347,6 +347,38 @@ def test_search_graph_phases_equal_one_phase(monkeypatch, xla, beam_size, constr
     assert lengths[0] <= 16 and lengths[1] <= 32, lengths
 
 
+@pytest.mark.parametrize("beam_size", [4, 1], ids=["beam4", "greedy"])
+def test_search_graph_stops_each_sentence_at_its_source_length_plus_extra_length(beam_size):
+  """`make_search_fn`'s per-sentence limit, against the sources' own lengths: a model that never
+  writes EOS (nor PAD) fills every sentence's output up to exactly its source length (EOS
+  included) + extra_length tokens, 8, 14 and 11 here, below the buffers' 12 + 5 = 17; the tests
+  above compare searches that share the limit, so an off-by-one in it passes them."""
+  from t2t_lite.decoding import translator
+  from t2t_lite.graph_functions import graph_function
+  from t2t_lite.hparams import DecodeHParams
+  model = tiny_transformer(seed=1)
+  sources = padded([[6, 7, 1], [6, 7, 8, 9, 6, 7, 8, 9, 1], [8, 7, 6, 9, 6, 1]])
+  sources = np.pad(sources, [(0, 0), (0, 12 - sources.shape[1])])                 # width 12
+  lengths = (sources != 0).sum(axis=1)                                             # 3, 9, 6
+  never_ends = ops.convert_to_tensor(np.isin(np.arange(VOCAB), [0, EOS_ID]))      # [V]
+
+  class NeverEnds:
+    vocab_size = model.vocab_size
+    encode, init_cache, output_projection = model.encode, model.init_cache, model.output_projection
+
+    def decode_step(self, ids, step, cache, **kwargs):
+      logits, cache = model.decode_step(ids, step, cache, **kwargs)
+      return ops.where(never_ends[None, :], -1e9, logits), cache
+
+  dh = DecodeHParams(beam_size=beam_size, alpha=0.6, extra_length=5, xla=False)
+  ids, scores = (t.numpy() for t in graph_function(
+      translator.make_search_fn(NeverEnds(), dh, 1024))(sources))
+  assert ids.shape == (3, beam_size, 17) and np.isfinite(scores).all()
+  for row, length in zip(ids, lengths):
+    assert ((row != 0).sum(axis=1) == length + 5).all(), row
+    assert not row[:, length + 5:].any()
+
+
 def test_extend_cache_appends_zero_positions():
   """The search graph's `extend_cache`: [B, H, L, d] self-attention keys and values of every
   layer padded with zero positions on axis 2, the others untouched."""

@@ -307,3 +307,65 @@ def test_forced_prefix_outputs_start_with_it_and_score_the_models_log_probs(sear
   # Without the constraint the model's own first choices differ from the prefix.
   free = np.asarray(ops.convert_to_numpy(greedy_search(fn, {}, 3, 12)[0]))
   assert free[0, :3].tolist() != [5, 6, 7]
+
+
+def per_row_model(table):
+  """`random_model`'s logits for a step per row (a refill search's slots): table[step[r], ids[r]]."""
+  flat = ops.reshape(ops.convert_to_tensor(table), (-1, table.shape[-1]))      # [40 * V, V]
+
+  def fn(ids, steps, cache, inputs):
+    del inputs
+    return ops.take(flat, steps * table.shape[1] + ids, axis=0), cache         # [rows, V]
+  return fn
+
+
+@pytest.mark.parametrize("beam", [1, 3], ids=["greedy", "beam3"])
+def test_forced_prefix_with_a_step_per_row_gives_the_batch_searchs_results(beam):
+  """ForcedPrefix's per-row branch (`allowed` at a step [batch], only a refill search reaches it):
+  four sentences through two slots, so a refilled slot starts its prefix at step 0 while the
+  other slot is steps ahead; each sentence's outputs are the batch search's for it (scalar step),
+  and begin with its own prefix. (A per-row branch that forced the first prefix token at every
+  step, or the token of another row's step, fails both.)"""
+  from t2t_lite.decoding.refill_search import refill_search
+  fn, table = random_model(7)
+  prefixes = np.array([[5, 6, 7], [8, 0, 0], [6, 5, 0], [0, 0, 0]])     # 0-padded; the last empty
+  limits = np.array([10, 4, 7, 6], "int32")
+  constraint = ForcedPrefix(VOCAB)
+  ids, scores = refill_search(per_row_model(table), {}, {}, 2, beam, VOCAB, 10, limits,
+                              alpha=0.6, constraint=constraint,
+                              constraint_state=constraint.initial_state(prefixes))
+  ids, scores = np.asarray(ops.convert_to_numpy(ids)), np.asarray(ops.convert_to_numpy(scores))
+  for sentence, prefix in enumerate(prefixes):
+    state = constraint.initial_state(prefixes[sentence:sentence + 1])
+    want_ids, want_scores = beam_search(fn, {}, 1, beam, VOCAB, 10, alpha=0.6,
+                                        decode_lengths=limits[sentence:sentence + 1],
+                                        constraint=constraint, constraint_state=state)
+    np.testing.assert_array_equal(ids[sentence], np.asarray(ops.convert_to_numpy(want_ids))[0])
+    np.testing.assert_allclose(scores[sentence], np.asarray(ops.convert_to_numpy(want_scores))[0],
+                               rtol=1e-5, atol=1e-5)
+    prefix = [int(t) for t in prefix if t]
+    filled = ids[sentence][np.isfinite(scores[sentence])]     # a constrained beam's empty slots
+    assert len(filled) and all(row[:len(prefix)].tolist() == prefix for row in filled), ids[sentence]
+
+
+def test_masked_candidates_do_not_count_as_ended_for_the_finished_stop():
+  """`stop_when_finished` counts the hypotheses that ended among a step's beam best candidates.
+  A forced prefix leaves one allowed token per hypothesis, so fewer than beam candidates are
+  real and the others are masked ones at -inf, EOS among them (top_k takes tied -inf entries in
+  index order): counted as ended, they stopped the search right after the prefix with nothing
+  finished. Every sentence's best must instead be a finished output (EOS after its prefix),
+  scored with the length penalty, against the model's own log-probabilities."""
+  fn, table = random_model(7)
+  prefixes = np.array([[5, 6, 7], [8, 9, 6], [6, 5, 8]])
+  constraint = ForcedPrefix(VOCAB)
+  ids, scores = beam_search(fn, {}, 3, 3, VOCAB, 12, alpha=0.6, constraint=constraint,
+                            constraint_state=constraint.initial_state(prefixes),
+                            stop_when_finished=True)
+  ids, scores = np.asarray(ops.convert_to_numpy(ids)), np.asarray(ops.convert_to_numpy(scores))
+  for prefix, row, score in zip(prefixes, ids[:, 0], scores[:, 0]):
+    row = [int(t) for t in row]
+    assert row[:3] == prefix.tolist() and EOS in row[3:], row
+    written = row[:row.index(EOS) + 1]
+    np.testing.assert_allclose(
+        score, teacher_forced_log_prob(table, written) / ((5.0 + len(written)) / 6.0) ** 0.6,
+        rtol=1e-4)

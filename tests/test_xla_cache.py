@@ -72,9 +72,13 @@ def test_whole_entries_pass_and_every_cut_or_renamed_one_is_caught(tmp_path, fie
 
 
 def test_entries_without_an_executable_or_with_garbage_are_caught(tmp_path):
+  """No executable field, and one present but empty (field 3, length 0: proto3 never writes an
+  empty bytes field, so `_entry(executable=b"")` alone would not reach that check)."""
   name, data = _entry(executable=b"")
   (tmp_path / name).write_bytes(data)
-  assert xla_cache.entry_problem(str(tmp_path / name))
+  assert "missing" in xla_cache.entry_problem(str(tmp_path / name))
+  (tmp_path / name).write_bytes(data + b"\x1a\x00")     # field 3, wire type 2, length 0
+  assert xla_cache.entry_problem(str(tmp_path / name)) == "the executable is empty"
   (tmp_path / name).write_bytes(os.urandom(4096))
   assert xla_cache.entry_problem(str(tmp_path / name))
   assert "unreadable" in xla_cache.entry_problem(str(tmp_path / "missing.pb"))
@@ -115,6 +119,7 @@ def test_configure_sets_the_flags_under_a_keyed_folder(tmp_path, tensorflow_not_
   key = xla_cache.environment_key({})
   assert re.fullmatch(r"tf[\w.+-]+-\w+-[0-9a-f]{12}", key)
   assert xla_cache.environment_key({"XLA_FLAGS": "--xla_cpu_enable_fast_math=true"}) != key
+  assert xla_cache.environment_key({"TF_XLA_FLAGS": "--tf_xla_enable_lazy_compilation=true"}) != key
   assert xla_cache.environment_key({}) == key
 
 
