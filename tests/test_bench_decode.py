@@ -4,6 +4,9 @@ encoder (with the encoder-decoder keys/values) and for the decoding step at each
 every dot with its shapes; their FLOPs, the step's at each position and hypothesis count, summed,
 must equal the count from the config. A config whose every width differs (keys, values, model,
 filter, heads, layers, vocabulary, source length) catches a width used in the wrong place.
+
+The training benchmark's (`scripts/bench_train.py`) arithmetic the same way: its forward FLOPs
+against the dots of the model's own forward pass, and its tokens/s against a fake clock.
 """
 
 import math
@@ -20,6 +23,8 @@ from t2t_lite.models.transformer import Transformer
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "scripts"))
 import bench_decode  # noqa: E402  pylint: disable=wrong-import-position
+import bench_train  # noqa: E402  pylint: disable=wrong-import-position
+import benchmarking  # noqa: E402  pylint: disable=wrong-import-position
 
 # An HLO dot: `name = f32[2,3]{1,0} dot(f32[2,4]{1,0} lhs, f32[4,3]{1,0} rhs), lhs_contracting_dims={1}, ...`
 DOT = re.compile(r"= \w+\[([\d,]*)\]\S* dot\(\w+\[([\d,]*)\]")
@@ -125,3 +130,54 @@ def test_mask_eos_writes_only_the_eos_column(jit):
   masked = mask(tf.constant(logits)).numpy()
   np.testing.assert_array_equal(masked, expected)
   assert (masked.argmax(-1) != bench_decode.EOS_ID).all()
+
+
+def test_train_forward_flops_equal_the_compiled_dots():
+  """`bench_train.forward_flops` (3x it is every row's FLOPs per step, hence its MFU and ceilings)
+  against the dots of the model's teacher-forced forward pass: projections, FFN, the attention
+  scores and weighted sums of all three attentions (the causal one computed in full, as counted)
+  and the output projection. Source and target lengths, layer counts and widths all differ, so
+  a length or width in the wrong place, or a product left out, changes the count."""
+  from t2t_lite import model_dir  # pylint: disable=import-outside-toplevel
+  from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
+
+  hp = get_hparams("transformer_tiny", "hidden_size=24,filter_size=40,num_heads=2,"
+                   "num_encoder_layers=2,num_decoder_layers=3")
+  batch, source_length, target_length = 2, 5, 7
+  model = model_dir.build_model(hp, VOCAB)
+  rng = np.random.default_rng(0)
+  inputs = {"inputs": tf.constant(rng.integers(2, VOCAB, (batch, source_length)), tf.int32),
+            "targets": tf.constant(rng.integers(2, VOCAB, (batch, target_length)), tf.int32)}
+  flops, dots = compiled_flops(lambda b: model(b, training=False), inputs)
+  # Per encoder layer the fused QKV and the output projections, 2 FFN and 2 attention products;
+  # per decoder layer QKV, output, the cross Q, fused KV and output, 2 FFN and 4 attention
+  # products; the output projection.
+  assert dots == 6 * hp.num_encoder_layers + 11 * hp.num_decoder_layers + 1
+  assert bench_train.forward_flops(hp, VOCAB, batch, source_length, target_length) == flops
+
+
+def test_train_tokens_per_second_are_the_best_rounds_work_over_its_time(monkeypatch):
+  """`bench_train.time_steps` on a fake clock: each step advances it by its own schedule, slow
+  warm-up calls (tracing) first. A row's tokens/s is the target tokens (PAD not counted) of the
+  calls of its fastest round, cycling through the batches, over that round's time; s/step that
+  round's time per step. Written out: 3 steps a round over batches of 3 and 5 tokens are
+  3 + 5 + 3 = 11 tokens; in 3 x 1 s (the middle round of "slow"), 11/3 tokens/s."""
+  now = [0.0]
+  monkeypatch.setattr(benchmarking, "time", type("Clock", (), {"perf_counter": lambda: now[0]}))
+  durations = {"slow": iter([100.0] * 2 + [2.0] * 3 + [1.0] * 3 + [1.5] * 3),
+               "fast": iter([100.0] * 2 + [0.5] * 9)}
+
+  def step(name):
+    def run(batch):
+      assert batch["targets"].shape == (2, 3)
+      now[0] += next(durations[name])
+      return tf.constant(0.0)
+    return run
+
+  batches = [{"inputs": np.ones((2, 3), "int32"), "targets": np.array([[5, 6, 0], [7, 0, 0]], "int32")},
+             {"inputs": np.ones((2, 3), "int32"), "targets": np.array([[5, 6, 7], [8, 9, 0]], "int32")}]
+  timings = bench_train.time_steps({name: step(name) for name in durations}, batches, warmup=1,
+                                   min_steps=3, min_seconds=0, rounds=3)
+  assert timings == {"slow": (pytest.approx(11 / 3), pytest.approx(1.0)),
+                     "fast": (pytest.approx(11 / 1.5), pytest.approx(0.5))}
+  assert all(next(d, None) is None for d in durations.values())  # 2 warm-up calls, 3 rounds of 3
