@@ -11,6 +11,14 @@ import conftest
 TESTS = pathlib.Path(__file__).resolve().parent
 
 
+class Item:  # what conftest's hooks read of a test
+  def __init__(self, file_name, name):
+    self.path, self.name, self.marks = TESTS / file_name, name, []
+
+  def add_marker(self, mark):
+    self.marks.append(mark)
+
+
 def test_slow_lists_name_existing_files_and_tests():
   for name in conftest.SLOW_FILES:
     assert (TESTS / name).is_file(), f"SLOW_FILES names a missing file: {name}"
@@ -37,6 +45,25 @@ def test_marker_follows_the_lists(request):
       assert all(marks), name
 
 
+def test_the_hook_marks_the_listed_files_and_tests_and_nothing_else(request):
+  """The marking itself, on stand-in tests of known names: whatever run this is (a run of this
+  file alone collects no slow file, so the check above then looks at nothing). Every test of a
+  SLOW_FILES file, and every parametrization of a SLOW_TESTS test, is slow; the other tests of
+  that test's file and of a fast file are not."""
+  slow_file = sorted(conftest.SLOW_FILES)[0]
+  slow_test = sorted(conftest.SLOW_TESTS)[0]
+  test_file, test_name = slow_test.split("::")
+  assert test_file not in conftest.SLOW_FILES and "test_adam.py" not in conftest.SLOW_FILES
+  expected = {(slow_file, "test_a"): True, (slow_file, "test_b[x-1]"): True,
+              (test_file, test_name): True, (test_file, f"{test_name}[beam-2]"): True,
+              (test_file, f"{test_name}_other"): False, (test_file, "test_other"): False,
+              ("test_adam.py", test_name): False, ("test_adam.py", "test_a"): False}
+  items = [Item(file_name, name) for file_name, name in expected]
+  conftest.pytest_collection_modifyitems(request.config, items)
+  assert {(item.path.name, item.name): [m.name for m in item.marks] == ["slow"] for item in items} == expected
+  assert all(len(item.marks) <= 1 for item in items)
+
+
 def _files_in_order(items):
   return list(dict.fromkeys(item.path.name for item in items))
 
@@ -49,13 +76,6 @@ def _assert_longest_first(files):
 
 def test_longest_files_come_first_in_their_order(request):
   _assert_longest_first(_files_in_order(request.session.items))  # this run's (maybe a few files)
-
-  class Item:  # what the hook reads of a test
-    def __init__(self, file_name, name):
-      self.path, self.name, self.marks = TESTS / file_name, name, []
-
-    def add_marker(self, mark):
-      self.marks.append(mark)
 
   names = ["test_adam.py", conftest.LONGEST_FIRST[3], "test_hparams.py", conftest.LONGEST_FIRST[0],
            "test_vocab.py", conftest.LONGEST_FIRST[3]]
