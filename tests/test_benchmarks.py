@@ -27,6 +27,44 @@ def rate(output, row):
   return int(match.group(1).replace(",", ""))
 
 
+def number(text):
+  return float(text.replace(",", ""))
+
+
+def check_decode_table(output, length=4):
+  """bench_decode's table against its own printed figures, within their roundings only (interval
+  arithmetic): every ratio row "| tiny | 1 | A / B | Rx |" is A's target tok/s over B's, and in
+  every rate row target tok/s = sentences/s x `length`, GFLOP/s = sentences/s x the FLOPs counted
+  per sentence of its search (greedy or beam 4), MFU = GFLOP/s / the printed matmul peak (1.00 at
+  the peak's own ceiling). An inverted ratio, or a row's rate over the other search's FLOPs,
+  fails. Returns how many ratios were checked."""
+  peak = float(re.search(r"float32 matmul peak \(TF, 256\^3, fastest of 5 rounds\): ([\d.]+) GFLOP/s",
+                         output).group(1))
+  per_sentence = dict(zip(("greedy", "beam 4"), map(float, re.search(
+      r"in all greedy ([\d.]+) G, beam 4 ([\d.]+) G", output).groups())))
+  rows = {name: [number(n) for n in values] for name, *values in re.findall(
+      r"^\| tiny \| 1 \| ([^|]+) \| ([\d,]+) \| ([\d,.]+) \| ([\d.]+) \| ([\d.]+) \|$", output, re.M)}
+  assert len(rows) >= 11, output  # 7 timed rows (without CTranslate2), 4 ceilings
+  for name, (tokens, sentences, gflops, mfu) in rows.items():
+    assert abs(tokens - length * sentences) <= 0.5 + length * 0.05, (name, output)
+    assert abs(mfu - gflops / peak) <= 0.005 + 0.05 / peak + 1e-9, (name, output)
+    if "at the matmul peak" in name:
+      assert mfu == 1.0 and gflops == peak, (name, output)
+    flops = per_sentence["beam 4" if "beam 4" in name else "greedy"]  # G, printed to 3 decimals
+    low, high = (sentences - 0.05) * (flops - 0.0005), (sentences + 0.05) * (flops + 0.0005)
+    assert low - 0.05 <= gflops <= high + 0.05, (name, output)
+  rates = {name: values[0] for name, values in rows.items()}
+  rates["greedy ceiling"] = number(re.search(r"^\| tiny \| 1 \| greedy ceiling: [^|]+ \| ([\d,]+) \|",
+                                             output, re.M).group(1))
+  checked = 0
+  for a, b, ratio in re.findall(r"^\| tiny \| 1 \| ([^|]+) / ([^|]+) \| ([\d.]+)x \|", output, re.M):
+    x = rates[a] if a in rates else rates[a.replace(" ceiling at", " float32 ceiling at")]
+    y, half = rates[b], 0.5 * 10 ** -len(ratio.split(".")[1])
+    assert (x - 0.5) / (y + 0.5) - half <= float(ratio) <= (x + 0.5) / (y - 0.5) + half, (a, b, output)
+    checked += 1
+  return checked
+
+
 def test_bench_train_smoke():
   output = run_script("bench_train.py")
   assert "float32 matmul peak" in output
@@ -60,10 +98,15 @@ def test_bench_decode_smoke(tmp_path):
   for kind in ("greedy", "beam 4"):
     for where in ("the matmul peak (square)", "the decoder-shape rates"):
       assert rate(output, f"| tiny | 1 | {kind} float32 ceiling at {where}") > 0
+  # The ratios the README quotes, and each row's columns, from the rows' own figures: cached over
+  # both uncached baselines (4), the bandwidth ceiling and the SavedModel's; CTranslate2's 7 more.
+  ratios = check_decode_table(output)
   try:
     import ctranslate2  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
   except ImportError:
+    assert ratios == 6, output
     return
+  assert ratios == 13, output
   for name in ("float32, greedy", "float32, beam 4", "int8, greedy", "int8, beam 4"):
     assert rate(output, f"| tiny | 1 | CTranslate2 {name}") > 0  # the exporter's models
   assert "greedy outputs identical to CTranslate2's | 1/1 sentences" in output
