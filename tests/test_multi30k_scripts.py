@@ -8,6 +8,7 @@ import os
 import pathlib
 import re
 import shutil
+import statistics
 import subprocess
 
 import pytest
@@ -22,7 +23,8 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "mult
 # training path in hparams.json. Every --log_every updates it logs a line with the "updates/s" of
 # those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6),
 # but 0.05 up to step 20 (tracing) and 0.1 at each 7th step (a batch shape compiled), which the
-# rates mode must not count.
+# rates mode must not count; with $FAKE_SPREAD the others each at their own rate, the rate over
+# 1 + (step % 5) / 10, so that the median's two middle values differ.
 TRAINER = r"""
 echo "trainer $*" >> "$CALLS"
 log=100
@@ -41,7 +43,9 @@ case $hparams in *learning_rate_constant=9*) last=300 ;; esac
 rate=2.0
 case $hparams in *batch_size=2048*) rate=3.2 ;; *num_hidden_layers=2*) rate=2.6 ;; esac
 for ((s = log; s <= last; s += log)); do
-  r=$rate; (( s <= 20 )) && r=0.05; (( s % 7 == 0 )) && r=0.1
+  r=$rate
+  [ -n "${FAKE_SPREAD:-}" ] && r=$(awk -v r=$rate -v s=$s 'BEGIN {printf "%.6g", r / (1 + s % 5 / 10)}')
+  (( s <= 20 )) && r=0.05; (( s % 7 == 0 )) && r=0.1
   echo "step $s: loss 1.2345 lr 0.001 target tokens/s 1,234 updates/s $r"
 done
 for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; done
@@ -443,6 +447,21 @@ def test_tune_matches_steps_to_the_baselines_time_by_measured_rate(copy):
   # Under a time budget rates play no part.
   result, calls = run(copy, "multi30k_tune.sh", SETTINGS=more, ONLY="b2048_alpha1")
   assert result.returncode == 0 and "--train_minutes=55 " in of(calls, "trainer")[0], result.stderr
+
+
+def test_rates_take_the_median_update_time_of_the_timed_updates(copy):
+  """`rates`' figure is one over the median time of the RATE_UPDATES updates after RATE_SKIP, the
+  median of an even count the mean of its two middle times: against Python's statistics.median
+  over the times the stand-in logs for updates 21-30 (eight at their own rate, updates 21 and 28
+  ten times slower), whose two middle ones differ (0.6 and 0.65 s: 1.6 updates/s)."""
+  result, _ = run(copy, "multi30k_tune.sh", "rates", SETTINGS="base - 200x5 beam_size=4",
+                  RATE_UPDATES="10", FAKE_SPREAD="1")
+  assert result.returncode == 0, result.stderr
+  times = [10.0 if s % 7 == 0 else 1 / float(f"{2.0 / (1 + s % 5 / 10):.6g}") for s in range(21, 31)]
+  assert sorted(times)[4:6] == pytest.approx([0.6, 0.65], rel=1e-5)
+  row, = rates(copy)
+  assert (row["training"], row["updates_per_sec"], row["relative"], row["updates_timed"]) == (
+      "multi30k", f"{1 / statistics.median(times):.4g}", "1.0000", "10")
 
 
 def test_trainings_of_the_same_work_share_the_mean_of_their_rates(copy):
