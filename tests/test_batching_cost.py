@@ -4,6 +4,7 @@ import importlib.util
 import pathlib
 
 import numpy as np
+import pytest
 
 _path = pathlib.Path(__file__).resolve().parents[1] / "scripts" / "batching_cost.py"
 _spec = importlib.util.spec_from_file_location("batching_cost", _path)
@@ -69,3 +70,52 @@ def test_shrinking_sub_batches_halve_as_their_sentences_end():
   rows = dict(bc.table(np.array([3, 3, 3, 3, 3]), np.array([1, 1, 2, 2, 6]), 1.0, 32, 64, [32], 2))
   assert rows["requests of 64, sorted inside, sub-batches of 32 halved as their sentences end, "
               "down to 2 (shrink_batch=2)"] == 26 / 54
+
+
+def test_dynamic_split_finds_the_cheapest_split_points():
+  """Against brute force: every way to cut a request (sorted by source length) into consecutive
+  batches of at most `largest` rows; the split's predicted cost (source lengths standing in for
+  the outputs) must be the cheapest of them all, not only no worse than fixed sizes."""
+  def cheapest(lengths, largest, overhead):
+    if not len(lengths):
+      return 0.0
+    return min((overhead + bc.padded(size)) * lengths[size - 1]
+               + cheapest(lengths[size:], largest, overhead)
+               for size in range(1, min(largest, len(lengths)) + 1))
+
+  rng = np.random.default_rng(2)
+  for _ in range(30):
+    src = rng.integers(1, 40, size=int(rng.integers(1, 11)))
+    rows = bc.sorted_within(np.arange(len(src)), src)
+    largest, overhead = int(rng.integers(1, 6)), float(rng.choice([0.5, 3.0, 7.5]))
+    batches = bc.dynamic_split(rows, src, overhead, largest)
+    assert sorted(np.concatenate(batches)) == list(range(len(src)))
+    assert all(1 <= len(b) <= largest for b in batches)
+    assert bc.batches_cost(batches, src, overhead) == cheapest(src[rows], largest, overhead)
+
+
+def test_refilled_slots_rows_equal_a_step_by_step_simulation():
+  """The two rows of refilled slots, each step costing overhead + the slots (a request with fewer
+  sentences than slots: only its sentences), against `simulated_refill`: each request's
+  sentences longest source first; the whole file longest source first, in one run of the slots.
+  Relative to the decoder's cost, its batches of `slots` over the lines sorted by source length
+  (shortest first), counted here by hand."""
+  rng = np.random.default_rng(3)
+  src, out = rng.integers(1, 50, size=150), rng.integers(1, 40, size=150)
+  overhead, slots, request = 2.0, 8, 64
+  by_source = sorted(range(150), key=lambda i: src[i])          # stable: ties in line order
+  decoder = sum((overhead + bc.padded(len(by_source[i:i + slots])))
+                * max(out[by_source[i:i + slots]]) for i in range(0, 150, slots))
+  per_request = 0.0
+  for first in range(0, 150, request):                          # requests of 64, 64 and 22
+    lines = range(first, min(first + request, 150))
+    longest_first = sorted(lines, key=lambda i: -src[i])
+    per_request += (overhead + min(slots, len(lines))) * simulated_refill(list(out[longest_first]), slots)
+  whole_file = (overhead + slots) * simulated_refill(list(out[by_source[::-1]]), slots)
+  rows = dict(bc.table(src, out, overhead, slots, request, [slots]))
+  assert rows[f"requests of {request}, {slots} slots refilled as sentences finish"] == pytest.approx(
+      per_request / decoder)
+  assert rows[f"decoder, {slots} slots refilled over the whole file"] == pytest.approx(whole_file / decoder)
+  # A request of 3 sentences in 4 slots pays for 3 rows a step: 5 steps (its longest output).
+  rows = dict(bc.table(np.array([1, 3, 2]), np.array([5, 2, 4]), 1.0, 4, 64, [4]))
+  assert rows["requests of 64, 4 slots refilled as sentences finish"] == (1 + 3) * 5 / ((1 + 4) * 5)
