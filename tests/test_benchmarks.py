@@ -65,11 +65,28 @@ def check_decode_table(output, length=4):
   return checked
 
 
+# A transformer_tiny training step on a 2x8 batch of 8000 pieces (d 128, ff 512, 2 + 2 layers,
+# S = T = 8): 3 x the forward's 2 x multiply-adds. Encoder 2 x 16 (4 d^2 + 2 d ff) + 2 x 2 x 2 x 8^2
+# d = 6,356,992; decoder 2 x 16 (6 d^2 + 2 d ff) + 2 x 16 x 2 d^2 + 2 x 2 x (2 x 8^2 d) x 2
+# = 8,519,680; output projection 16 d x 8000 = 16,384,000; 3 x 2 x 31,260,672.
+TINY_2X8_STEP_FLOPS = 187_564_032
+
+
 def test_bench_train_smoke():
   output = run_script("bench_train.py")
-  assert "float32 matmul peak" in output
+  peak = float(re.search(r"^float32 matmul peak \(TF, 2048\^3\): (\d+) GFLOP/s", output, re.M).group(1))
   for name in ("t2t_lite", "t2t_lite XLA"):
     assert rate(output, f"| tiny | 2x8 | {name}") > 0
+    # Each row's columns from its own figures, within their roundings: tok/s x s/step is the
+    # batch's 16 target tokens, and MFU the step's FLOPs over s/step over the printed peak.
+    tokens, step, mfu = (float(n.replace(",", "")) for n in re.search(
+        re.escape(f"| tiny | 2x8 | {name} | ") + r"([\d,]+) \| ([\d.]+) \| ([\d.]+) \|$", output,
+        re.M).groups())
+    assert step > 0.0005, output
+    assert (tokens - 0.5) * (step - 0.0005) <= 16 <= (tokens + 0.5) * (step + 0.0005), output
+    low = TINY_2X8_STEP_FLOPS / (step + 0.0005) / ((peak + 0.5) * 1e9) - 0.005
+    high = TINY_2X8_STEP_FLOPS / (step - 0.0005) / ((peak - 0.5) * 1e9) + 0.005
+    assert low <= mfu <= high, (name, low, high, output)
 
 
 def test_bench_decode_smoke(tmp_path):
