@@ -1,11 +1,12 @@
 """The documentation: the MkDocs site builds with no warning (broken links, anchors and pages
-missing from the nav fail), the README is a landing page whose links all resolve, and no page
-carries working notes."""
+missing from the nav fail), the README is a landing page whose links all resolve, the commands
+and scripts the pages tell users to run exist, and no page carries working notes."""
 
 import pathlib
 import re
 import subprocess
 import sys
+import tomllib
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs"
@@ -38,6 +39,28 @@ def test_readme_is_a_landing_page_whose_links_resolve():
   assert "docs/getting-started.md" in links
   missing = [link for link in links if not (REPO / link).exists()]
   assert not missing, f"README links to missing files: {missing}"
+
+
+def test_the_commands_and_scripts_pages_name_exist():
+  """Every `t2t-lite-NAME` a page names is a console script of pyproject.toml (mkdocs checks
+  links, not the commands in the text: a renamed or misspelt command fails only at a user's
+  shell), and every script a page runs (`bash scripts/x.sh`, `python scripts/x.py`) is a file."""
+  with open(REPO / "pyproject.toml", "rb") as f:
+    commands = set(tomllib.load(f)["project"]["scripts"])
+  assert "t2t-lite-trainer" in commands
+  pages = [REPO / "README.md", *sorted(DOCS.glob("*.md"))]
+  unknown, missing, scripts = [], [], 0
+  for page in pages:
+    text = page.read_text(encoding="utf-8")
+    names = set(re.findall(r"\bt2t-lite-[a-z0-9-]*[a-z0-9]", text))
+    unknown += [f"{page.name}: {name}" for name in sorted(names) if name not in commands]
+    for path in sorted(set(re.findall(r"\b(?:bash|python3?) ((?:scripts|tests)/[\w./-]*\w)", text))):
+      scripts += 1
+      if not (REPO / path).is_file():
+        missing.append(f"{page.name}: {path}")
+  assert scripts >= 10
+  assert not unknown, f"pages name commands pyproject.toml does not install: {unknown}"
+  assert not missing, f"pages run scripts that do not exist: {missing}"
 
 
 def test_no_page_carries_working_notes():
