@@ -103,6 +103,13 @@ def test_trainers_step_draws_a_mask_per_replica_and_per_step(run_mirrored):
   _assert_trainer_masks_differ(results["trainer_masks"], results["replicas"])
 
 
+def test_each_replica_takes_whole_batches_of_the_training_input(run_mirrored):
+  """train_and_evaluate on 2 devices, its input batch k holding 4 (k + 1) target tokens: each
+  update holds 2 whole batches, one per replica (batch_size is per replica): 4 + 8, then 12 + 16
+  tokens, not one batch split across the replicas (4, 8) nor one batch twice (8, 16)."""
+  assert run_mirrored(2)[0]["update_tokens"] == [12.0, 28.0]
+
+
 def _assert_clipped_accumulated_update_equals_one_device(clipping):
   assert len({n for micro in clipping["tokens"] for n in micro}) > 4  # unequal token counts
   assert clipping["steps"] == [2, 2]
