@@ -89,11 +89,18 @@ class FakeClock:
 
 
 class RecordingTrainer(train_loop.Trainer):
-  """The trainer, remembered, so the worker can save the weights it holds after training."""
+  """The trainer, remembered, so the worker can save the weights it holds after training; and
+  the target tokens each of its steps reported (`tokens_seen`)."""
 
   def __init__(self, *args, **kwargs):
     super().__init__(*args, **kwargs)
+    self.tokens_seen = []
     TRAINERS.append(self)
+
+  def train_step(self, dist_batch):
+    loss, tokens = super().train_step(dist_batch)
+    self.tokens_seen.append(float(tokens))
+    return loss, tokens
 
 
 train_loop.Trainer = RecordingTrainer
@@ -285,6 +292,26 @@ def check_poisoned_gradient(strategy, out, value, replica, from_call):
   return result
 
 
+def check_whole_batch_per_replica(strategy, out):
+  """train_and_evaluate's input under the strategy: its train_dataset_fn's batches are each
+  replica's own (hparams batch_size is per replica, as in T2T), one whole batch per replica
+  and step, so an update holds `replicas` batches. Batch k of the dataset has 4 (k + 1)
+  target tokens; returns the tokens of each update. (A dataset distributed as global batches,
+  split across the replicas, gives one batch's tokens per update; the same batch on every
+  replica, `replicas` times one batch's.)"""
+  replicas = strategy.num_replicas_in_sync
+  targets = np.zeros([2 * replicas, 4, 2 * replicas], "int32")
+  for k in range(2 * replicas):
+    targets[k, :, :k + 1] = 3
+  inputs = np.full([2 * replicas, 4, 5], 4, "int32")
+  train_loop.train_and_evaluate(
+      get_problem("algorithmic_copy"), get_hparams("transformer_tiny", MICRO), out, None,
+      train_steps=2, eval_steps=0, save_checkpoints_steps=2, log_every=10, strategy=strategy,
+      train_dataset_fn=lambda ctx: tf.data.Dataset.from_tensor_slices(
+          {"inputs": inputs, "targets": targets}).repeat())
+  return TRAINERS[-1].tokens_seen
+
+
 def timed(name, fn, *args, **kwargs):
   """fn(*args, **kwargs), its seconds printed to stderr (what each check costs the suite)."""
   start = time.time()
@@ -310,6 +337,8 @@ def main():
         # On 2 devices only (16 s of the 4-device process's 51, 2026-11-29): the Trainer's step
         # draws with the replica id that the layer checks above (on every count) fold in.
         results["trainer_masks"] = timed(f"{n} devices, trainer masks", trainer_masks, strategy, out)
+        results["update_tokens"] = timed(f"{n} devices, a batch per replica",
+                                         check_whole_batch_per_replica, strategy, f"{out}/batches")
         # Replica 1's gradient turns +inf (NaN: the workers' run; each poisoned run costs a trace).
         results["poisoned"] = timed(f"{n} devices, poisoned", check_poisoned_gradient, strategy,
                                     f"{out}/poisoned", float("inf"), 1, 4)

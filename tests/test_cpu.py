@@ -79,6 +79,17 @@ def test_the_summary_the_recipes_record():
   model_167 = cpuinfo("GenuineIntel", 6, 167, "Intel(R) Xeon(R) Processor", EPYC_FLAGS + " avx512f")
   assert cpu.summary(model_167, cores=2) == (
       "Intel(R) Xeon(R) Processor (family 6, model 167), 2 cores, AVX-512")
+  # AMX (Sapphire Rapids) is told apart from AVX512_BF16 alone (Cooper Lake), also where a
+  # hypervisor hides avx512_bf16: the rates of the two differ.
+  sapphire_rapids = cpuinfo("GenuineIntel", 6, 143, "Intel(R) Xeon(R) Platinum 8480+",
+                            "fpu sse sse2 fma avx f16c avx2 avx512f avx512bw avx512_bf16 amx_bf16 "
+                            "amx_tile amx_int8")
+  assert cpu.summary(sapphire_rapids, cores=4) == (
+      "Intel(R) Xeon(R) Platinum 8480+ (family 6, model 143), 4 cores, AVX-512, AVX512_BF16, AMX")
+  assert cpu.summary(sapphire_rapids.replace(" avx512_bf16", ""), cores=4).endswith(
+      "4 cores, AVX-512, AMX")
+  assert cpu.describe(sapphire_rapids).endswith(
+      "; ISA: amx_bf16 amx_int8 amx_tile avx avx2 avx512_bf16 avx512bw avx512f f16c fma")
   assert cpu.summary(GRAVITON, cores=4) == "unknown CPU, 4 cores, no AVX2"
   assert cpu.summary("", cores=1) == "unknown CPU, 1 cores, ISA unknown"
   nproc = subprocess.run(["nproc"], capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"})

@@ -11,13 +11,14 @@ import re
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from t2t_lite import model_dir
-from t2t_lite.training import best
+from t2t_lite.training import best, distribute
 from test_ema import numpy_ema
 
 CHECKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data_parallel_checks.py")
@@ -48,6 +49,53 @@ def run_mirrored(tmp_path_factory):
 @pytest.fixture(params=[2, 4], ids=["2_devices", "4_devices"])
 def mirrored(request, run_mirrored):
   return run_mirrored(request.param)
+
+
+def test_make_strategy_reads_the_cluster_and_the_gpus(monkeypatch):
+  """Which strategy `make_strategy` picks (the strategies themselves stand-ins: nothing is
+  built): several tasks in TF_CONFIG, a chief and one worker included, are multi-worker; one
+  task or none, all visible GPUs mirrored, or the first `worker_gpu` of them; 1 GPU, or none,
+  one device; more GPUs asked for than visible, an error."""
+  monkeypatch.setattr(tf.distribute, "MultiWorkerMirroredStrategy", lambda: "multi-worker")
+  mirrored = []
+  monkeypatch.setattr(tf.distribute, "MirroredStrategy",
+                      lambda devices: mirrored.append(devices) or "mirrored")
+  gpus = [SimpleNamespace(name=f"/job:localhost/replica:0/task:0/device:GPU:{i}") for i in range(3)]
+  monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: gpus if kind == "GPU" else [])
+
+  def cluster(**tasks):
+    return json.dumps({"cluster": {kind: [f"host{i}:2222" for i in range(n)] for kind, n in tasks.items()},
+                       "task": {"type": "worker", "index": 0}})
+  for tf_config, expected in ((cluster(worker=2), "multi-worker"),
+                              (cluster(chief=1, worker=1), "multi-worker"),
+                              (cluster(worker=1), "mirrored"), ("", "mirrored")):
+    monkeypatch.setenv("TF_CONFIG", tf_config)
+    assert distribute.make_strategy() == expected, tf_config
+  assert mirrored[-1] == [g.name for g in gpus]
+  monkeypatch.delenv("TF_CONFIG")
+  assert distribute.make_strategy(worker_gpu=2) == "mirrored" and mirrored[-1] == [g.name for g in gpus[:2]]
+  assert distribute.make_strategy(worker_gpu=1) is tf.distribute.get_strategy()
+  with pytest.raises(ValueError, match="--worker_gpu=4 but only 3 GPU"):
+    distribute.make_strategy(worker_gpu=4)
+  monkeypatch.setattr(tf.config, "list_logical_devices", lambda kind=None: [])
+  assert distribute.make_strategy() is tf.distribute.get_strategy()
+
+
+def test_is_chief_is_one_task_of_the_cluster():
+  """The chief owns the output directory: the "chief" task where the cluster has one, else
+  worker 0; one process (no resolver, or none with a task type) is its own chief. Worker 0 of
+  a cluster with a chief is not (two chiefs would write the same checkpoints)."""
+  def strategy(task_type, task_id, **cluster):
+    spec = {kind: [f"host{i}:2222" for i in range(n)] for kind, n in cluster.items()}
+    return SimpleNamespace(cluster_resolver=SimpleNamespace(
+        task_type=task_type, task_id=task_id, cluster_spec=lambda: SimpleNamespace(as_dict=lambda: spec)))
+  assert distribute.is_chief(tf.distribute.get_strategy())
+  assert distribute.is_chief(strategy(None, None))
+  assert distribute.is_chief(strategy("worker", 0, worker=2))
+  assert distribute.is_chief(strategy("chief", 0, chief=1, worker=2))
+  assert not distribute.is_chief(strategy("worker", 0, chief=1, worker=2))
+  assert not distribute.is_chief(strategy("worker", 1, worker=2))
+  assert not distribute.is_chief(strategy("evaluator", 0, worker=2, evaluator=1))
 
 
 def _assert_masks_are_per_replica(masks, references):
@@ -101,6 +149,13 @@ def test_trainers_step_draws_a_mask_per_replica_and_per_step(run_mirrored):
   the workers' test checks the step across processes)."""
   results, _ = run_mirrored(2)
   _assert_trainer_masks_differ(results["trainer_masks"], results["replicas"])
+
+
+def test_each_replica_takes_whole_batches_of_the_training_input(run_mirrored):
+  """train_and_evaluate on 2 devices, its input batch k holding 4 (k + 1) target tokens: each
+  update holds 2 whole batches, one per replica (batch_size is per replica): 4 + 8, then 12 + 16
+  tokens, not one batch split across the replicas (4, 8) nor one batch twice (8, 16)."""
+  assert run_mirrored(2)[0]["update_tokens"] == [12.0, 28.0]
 
 
 def _assert_clipped_accumulated_update_equals_one_device(clipping):

@@ -99,6 +99,28 @@ def test_explicit_values_are_kept_and_auto_decides_knowing_them():
   assert (resolved.mixed_precision, resolved.xla_compile) == ("float32", True)
 
 
+def test_one_explicit_value_is_kept_on_an_accelerator_and_on_a_bfloat16_cpu():
+  """`choose` with one field AUTO (resolve never reaches `choose` with both explicit): on a GPU
+  or a TPU the explicit one is kept whatever the accelerator would pick, and only the AUTO one
+  follows the accelerator; on a bfloat16 CPU with xla_compile=false set, AUTO precision is the
+  graph's bfloat16 (only XLA makes it float32)."""
+  bf16 = CPUS["Sapphire Rapids, AMX"][0]
+  gpu = fast_path.Machine.from_cpuinfo(bf16, accelerator="GPU")
+  tpu = fast_path.Machine.from_cpuinfo(bf16, accelerator="TPU")
+  for machine, precision, xla, expected in (
+      (gpu, "mixed_float16", AUTO, ("mixed_float16", False)),
+      (gpu, AUTO, True, ("float32", True)),
+      (tpu, "mixed_bfloat16", AUTO, ("mixed_bfloat16", True)),
+      (tpu, AUTO, False, ("float32", False))):
+    path = fast_path.choose(machine, precision, xla)
+    assert (path.mixed_precision, path.xla_compile) == expected, (machine.accelerator, precision, xla)
+    field = "mixed_precision" if precision != AUTO else "xla_compile"
+    assert path.reason.endswith(f"; {field} as set in hparams"), path.reason
+  path = fast_path.choose(fast_path.Machine.from_cpuinfo(bf16), AUTO, False)
+  assert (path.mixed_precision, path.xla_compile) == ("mixed_bfloat16", False)
+  assert path.reason == "CPU with AVX512_BF16 and AMX; xla_compile as set in hparams"
+
+
 def test_this_machine_reads_cpuinfo_gpus_and_onednn(monkeypatch, tmp_path):
   path = tmp_path / "cpuinfo"
   path.write_text(CPUS["Sapphire Rapids, AMX"][0])

@@ -119,6 +119,19 @@ def test_every_console_script_answers_help(command):
   assert "usage:" in result.stdout and "--" in result.stdout
 
 
+def test_each_console_script_runs_its_own_command():
+  """t2t-lite-<name> runs t2t_lite.bin.<name>:main (`_` as `-`; t2t-lite-import runs importer,
+  `import` being a keyword), and every command module of t2t_lite/bin (one defining main) has
+  its script. Any command prints a help, so the help test alone passes a script pointed at
+  another command's module, or a command left without a script."""
+  commands = {path.stem for path in pathlib.Path(REPO, "t2t_lite", "bin").glob("*.py")
+              if re.search(r"^def main\(", path.read_text(encoding="utf-8"), re.M)}
+  assert len(commands) >= 10 and "importer" in commands and "quiet" not in commands
+  expected = {f"t2t-lite-{'import' if name == 'importer' else name.replace('_', '-')}":
+              f"t2t_lite.bin.{name}:main" for name in commands}
+  assert expected == CONSOLE_SCRIPTS
+
+
 def test_runtime_requirements_hold_no_test_only_package():
   runtime = {_name(r) for r in PYPROJECT["project"]["dependencies"]}
   assert {"tensorflow", "tensorflow-text", "keras", "sacrebleu", "sentencepiece"} <= runtime

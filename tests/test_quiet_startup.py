@@ -142,3 +142,20 @@ def test_importing_the_commands_from_python_changes_nothing():
   result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(),
                           timeout=120)
   assert result.stdout.strip() == "None"
+
+
+def test_verbose_is_asked_for_only_by_a_true_flag_or_variable(monkeypatch):
+  """The filter's switch (`verbose_requested`, read before the parser runs) in the forms the
+  commands' boolean flags and the variable take: "0", "false", "no" and --verbose=false /
+  --noverbose keep the filter on, like no flag at all. (The subprocess tests above only give
+  --verbose and T2T_LITE_VERBOSE=1, so a switch that any value turned on passed them.)"""
+  monkeypatch.delenv(quiet.ENV, raising=False)
+  assert not quiet.verbose_requested(["t2t-lite-decoder", "--output_dir=x"])
+  for argv in (["--verbose"], ["--verbose=true"], ["--verbose=1"], ["--output_dir=x", "--verbose=True"]):
+    assert quiet.verbose_requested(["t2t-lite-decoder", *argv]), argv
+  for argv in (["--verbose=false"], ["--verbose=0"], ["--verbose=No"], ["--noverbose"], ["--verbosity=1"]):
+    assert not quiet.verbose_requested(["t2t-lite-decoder", *argv]), argv
+  for value, verbose in (("1", True), ("yes", True), ("true", True), ("", False), ("0", False),
+                         (" false ", False), ("No", False)):
+    monkeypatch.setenv(quiet.ENV, value)
+    assert quiet.verbose_requested(["t2t-lite-decoder"]) is verbose, value
