@@ -225,6 +225,24 @@ def test_evalb_ignores_punctuation_and_the_root_wrapper():
   assert scores(gold, test) == (2, 3, 4, 50.0, round(200 / 3, 4), round(400 / 7, 4))
 
 
+@pytest.mark.parametrize("tag, deleted", [(",", True), (":", True), ("``", True), ("''", True),
+                                         (".", True), ("-NONE-", True), ("-LRB-", False),
+                                         ("$", False), ("#", False), ("POS", False)])
+def test_evalb_deletes_exactly_collins_prms_punctuation_tags(tag, deleted):
+  """COLLINS.prm's DELETE_LABEL list, tag by tag: a word tagged `, : `` '' .` or `-NONE-` is
+  deleted, so attaching it inside the VP instead of under S changes no span; any other tag
+  (brackets, `$`, `#`, `POS`) is a word like the others, and the moved word then makes the VP a
+  word longer. Gold S[0,3) NP[0,1) VP[1,2); test VP[1,3): by hand 3 of 3 brackets match when the
+  word is deleted, 2 of 3 (P = R = F1 = 2/3) when it is kept. (The tests above exercise `.` and
+  `,` only; dropping `` or : from the list passed them and the dev baseline's F1.)"""
+  gold = f"(S (NP (NN a)) (VP (VBZ b)) ({tag} x))"
+  test = f"(S (NP (NN a)) (VP (VBZ b) ({tag} x)))"
+  if deleted:
+    assert scores(gold, test) == (3, 3, 3, 100.0, 100.0, 100.0)
+  else:
+    assert scores(gold, test) == (2, 3, 3, round(200 / 3, 4), round(200 / 3, 4), round(200 / 3, 4))
+
+
 def test_evalb_counts_duplicate_spans_with_multiplicity():
   gold = "(S (NP (NP (NNP Vinken))) (VP (VBZ is)))"          # NP[0,1) twice
   single = "(S (NP (NNP Vinken)) (VP (VBZ is)))"
