@@ -268,6 +268,32 @@ def test_evalb_short_sentences_table():
   assert (result.all.gold_brackets, result.short.gold_brackets) == (6, 5)
 
 
+def test_evalb_sentence_length_and_complete_match_by_collins_prm():
+  """The <= 40 table takes a sentence by its words less `-NONE-` only (COLLINS.prm's
+  DELETE_LABEL_FOR_LENGTH): 40 words are in it, 40 words and a period are 41 and not, 40 words
+  and an empty element are 40; a skipped sentence (other words) is an error in both tables. A
+  complete match has every gold and every test bracket matched: an extra or a missing bracket
+  is not one. (The table test above has only a 5- and a 41-word sentence, and nothing checked
+  complete matches: `<` for `<=`, the length less punctuation, and `matched == gold` alone all
+  passed.)"""
+  def flat(n, tail=""):
+    return "(S (NP " + " ".join(f"(NN w{i})" for i in range(n)) + ")" + tail + ")"
+  forty, with_period, with_empty = flat(40), flat(40, " (. .)"), flat(40, " (-NONE- *)")
+  assert [len(tree(t).pos()) for t in (forty, with_period, with_empty)] == [40, 41, 41]
+  extra = GOLD.replace("(PP", "(NP (PP").replace("(NN mat))))", "(NN mat)))))")   # 5 of 6
+  missing = GOLD.replace("(VP (VBD sat) (PP", "(VBD sat) (PP").replace("mat)))) (.", "mat))) (.")
+  assert scores(GOLD, extra)[:3] == (5, 5, 6) and scores(GOLD, missing)[:3] == (4, 5, 4)
+  gold = [forty, with_period, with_empty, GOLD, GOLD, GOLD, GOLD]
+  test = [forty, with_period, with_empty, GOLD, extra, missing, GOLD.replace("cat", "dog")]
+  result = evalb.evaluate([tree(t) for t in gold], [tree(t) for t in test])
+  # all: 7 sentences, one skipped; short: all but the 41-word one.
+  assert (result.all.sentences, result.all.error_sentences) == (7, 1)
+  assert (result.short.sentences, result.short.error_sentences) == (6, 1)
+  assert (result.all.gold_brackets, result.short.gold_brackets) == (2 + 2 + 2 + 15, 2 + 2 + 15)
+  assert (result.all.test_brackets, result.all.matched) == (6 + 5 + 6 + 4, 6 + 5 + 5 + 4)
+  assert (result.all.complete_match, result.short.complete_match) == (4, 3)
+
+
 def test_evaluate_linearized_repairs_and_counts(sample_trees):
   gold = sample_trees["dev"][:3]
   lines = [linearize.linearize(t) for t in gold]
@@ -275,6 +301,13 @@ def test_evaluate_linearized_repairs_and_counts(sample_trees):
   result = evalb.evaluate_linearized(lines, gold)
   assert result.evalb.f1 == 100.0 and result.repaired == 1 and result.repairs == {"unmatched": 1}
   assert "trees repaired: 1 of 3 (unmatched 1)" in str(result)
+  assert result.leaf_count_right == 3             # an extra ')' leaves the leaf count right
+  # One leaf too few and one too many, both repaired: one line of three had the right count
+  # (its first beam: a second beam, after a tab, is not read).
+  wrong = [lines[0].replace("XX ", "", 1), lines[2] + " XX", lines[2] + "\t(S XX )"]
+  result = evalb.evaluate_linearized(wrong, gold)
+  assert (result.leaf_count_right, result.repaired) == (1, 2)
+  assert "leaf count right before repair: 1 of 3 (33.3%)" in str(result)
   with pytest.raises(ValueError, match="2 decoded lines for 3 gold trees"):
     evalb.evaluate_linearized(lines[:2], gold)
 
