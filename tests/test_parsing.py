@@ -151,6 +151,7 @@ def _with_tags(node, tag):
     ("XX XX", "(S a b c)", ("no constituent", "missing leaves")),
     ("", "(S a b c)", ("no constituent", "missing leaves")),
     ("(S (NP ) XX XX XX )", "(S a b c)", ("empty constituent",)),
+    ("(S (NP (VP ) XX ) XX XX )", "(S (NP a) b c)", ("empty constituent",)),   # nested: reported
     ("( XX XX XX )", "(X a b c)", ("unlabelled bracket",)),
 ])
 def test_decoded_sequences_are_repaired_by_the_documented_rules(decoded, expected, repairs):
