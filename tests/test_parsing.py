@@ -256,6 +256,13 @@ def test_evalb_counts_duplicate_spans_with_multiplicity():
 def test_evalb_advp_equals_prt_and_mismatched_words_are_skipped():
   gold = "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))))"
   assert scores(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4, 100.0, 100.0, 100.0)
+  # Labels are cut at '-' and '=' before they are compared (uncleaned gold trees: NP-SBJ-1,
+  # PP-LOC=2, NP=3), and the equivalence applies to the cut label (ADVP-TMP = PRT).
+  raw = "(S (NP-SBJ-1 (NN a)) (VP (VBZ b) (PP-LOC=2 (IN c) (NP=3 (NN d)))) (ADVP-TMP (RB e)))"
+  clean = "(S (NP (XX a)) (VP (XX b) (PP (XX c) (NP (XX d)))) (PRT (XX e)))"
+  assert scores(raw, clean) == (6, 6, 6, 100.0, 100.0, 100.0)
+  # A TOP bracket is deleted wherever it is, not only as the root wrapper.
+  assert scores(GOLD, f"(S (TOP {GOLD[3:-1]}))") == (5, 5, 5, 100.0, 100.0, 100.0)
   result = evalb.evaluate([tree(gold), tree(GOLD)], [tree(gold.replace("up", "in")), tree(GOLD)])
   assert (result.all.sentences, result.all.error_sentences, result.all.matched) == (2, 1, 5)
   with pytest.raises(ValueError, match="1 test trees for 2 gold trees"):
