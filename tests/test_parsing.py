@@ -310,6 +310,9 @@ def test_evaluate_linearized_repairs_and_counts(sample_trees):
   assert result.evalb.f1 == 100.0 and result.repaired == 1 and result.repairs == {"unmatched": 1}
   assert "trees repaired: 1 of 3 (unmatched 1)" in str(result)
   assert result.leaf_count_right == 3             # an extra ')' leaves the leaf count right
+  # The scored trees carry the gold tags (for the real EVALB, which reads each tree's own tags
+  # to delete punctuation): here, the repair only dropped a ')', exactly the gold trees.
+  assert [str(t) for t in result.trees] == [str(t) for t in gold]
   # One leaf too few and one too many, both repaired: one line of three had the right count
   # (its first beam: a second beam, after a tab, is not read).
   wrong = [lines[0].replace("XX ", "", 1), lines[2] + " XX", lines[2] + "\t(S XX )"]
@@ -344,9 +347,14 @@ def test_parse_eval_command(ptb, sample_trees, tmp_path, capsys):
   lines = words.read_text().splitlines()
   assert len(lines) == SAMPLE_DEV_TREES and lines[0] == " ".join(sample_trees["dev"][0].leaves())
   decoded.write_text("".join(linearize.linearize(t) + "\tbeam 2\n" for t in sample_trees["dev"]))
-  assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 0
+  trees, gold = tmp_path / "dev.tst", tmp_path / "dev.gld"
+  assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}", f"--write_trees={trees}",
+                          f"--write_gold={gold}"]) == 0
   out = capsys.readouterr().out
   assert "P 100.00 R 100.00 F1 100.00" in out and "trees repaired: 0 of 273" in out
+  # The files for the real EVALB: PTB lines, the decoded trees with the gold tags.
+  expected = [str(t) for t in sample_trees["dev"]]
+  assert trees.read_text().splitlines() == expected and gold.read_text().splitlines() == expected
   decoded.write_text("(S XX )\n")
   assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 2
   assert "1 decoded lines for 273 gold trees" in capsys.readouterr().err
