@@ -1,4 +1,5 @@
-"""Attention pictures from synthetic weights: files, valid PNGs, exact npz round trip, errors."""
+"""Attention pictures from synthetic weights: files, valid PNGs, what the figures draw, exact npz
+round trip, errors."""
 
 import os
 
@@ -95,3 +96,35 @@ def test_attention_command_on_a_trained_model(tiny_model_dir, tmp_path):
   decoder_self = weights["decoder_self"][0]
   assert abs(np.triu(decoder_self, k=1)).max() == 0  # causal: no weight on future targets
   assert list(out.glob("encoder_self_layer*_word1.png"))
+
+
+def test_figures_draw_the_given_weights_of_the_right_query_on_the_right_axes():
+  """What is drawn, not only that a PNG is written: each heatmap's image is its head's
+  [queries, keys] weights as given (rows queries, columns keys: not transposed, not another
+  head), and the word view draws, for each head, one line from the chosen query to each key it
+  gives more than 0.02, ending at that key's row, with that weight as opacity: its row of the
+  weights, not its column (on square encoder self-attention a swapped index draws silently)."""
+  from t2t_lite.decoding.attention_pictures import plot_heads, plot_word
+  rng = np.random.default_rng(1)
+  layer = softmax_weights(rng, 3, 4, 4)                      # 3 heads, source x source
+  figure = plot_heads(layer, SOURCE, SOURCE, "encoder self-attention")
+  images = [ax.images[0].get_array() for ax in figure.axes if ax.images]
+  assert len(images) == 3
+  for head, image in enumerate(images):
+    np.testing.assert_array_equal(np.asarray(image), layer[head])
+  ax = figure.axes[0]
+  assert [t.get_text() for t in ax.get_xticklabels()] == SOURCE  # columns: the keys
+  cross = softmax_weights(rng, 2, 3, 4)                      # target queries x source keys
+  figure = plot_heads(cross, TARGET, SOURCE, "encoder-decoder attention")
+  ax = figure.axes[0]
+  assert np.asarray(ax.images[0].get_array()).shape == (3, 4)
+  assert [t.get_text() for t in ax.get_yticklabels()] == TARGET
+  assert [t.get_text() for t in ax.get_xticklabels()] == SOURCE
+  for query in range(4):
+    ax = plot_word(layer, SOURCE, SOURCE, query, "encoder self-attention").axes[0]
+    drawn = sorted((round(-float(line.get_ydata()[1])), round(line.get_alpha(), 5))
+                   for line in ax.lines if len(line.get_xdata()))
+    assert all(float(line.get_ydata()[0]) == -query for line in ax.lines if len(line.get_xdata()))
+    want = sorted((k, round(float(min(1.0, layer[h, query, k])), 5))
+                  for h in range(3) for k in range(4) if layer[h, query, k] > 0.02)
+    assert drawn == want and len(want) > 4

@@ -151,6 +151,7 @@ def _with_tags(node, tag):
     ("XX XX", "(S a b c)", ("no constituent", "missing leaves")),
     ("", "(S a b c)", ("no constituent", "missing leaves")),
     ("(S (NP ) XX XX XX )", "(S a b c)", ("empty constituent",)),
+    ("(S (NP (VP ) XX ) XX XX )", "(S (NP a) b c)", ("empty constituent",)),   # nested: reported
     ("( XX XX XX )", "(X a b c)", ("unlabelled bracket",)),
 ])
 def test_decoded_sequences_are_repaired_by_the_documented_rules(decoded, expected, repairs):
@@ -225,6 +226,24 @@ def test_evalb_ignores_punctuation_and_the_root_wrapper():
   assert scores(gold, test) == (2, 3, 4, 50.0, round(200 / 3, 4), round(400 / 7, 4))
 
 
+@pytest.mark.parametrize("tag, deleted", [(",", True), (":", True), ("``", True), ("''", True),
+                                         (".", True), ("-NONE-", True), ("-LRB-", False),
+                                         ("$", False), ("#", False), ("POS", False)])
+def test_evalb_deletes_exactly_collins_prms_punctuation_tags(tag, deleted):
+  """COLLINS.prm's DELETE_LABEL list, tag by tag: a word tagged `, : `` '' .` or `-NONE-` is
+  deleted, so attaching it inside the VP instead of under S changes no span; any other tag
+  (brackets, `$`, `#`, `POS`) is a word like the others, and the moved word then makes the VP a
+  word longer. Gold S[0,3) NP[0,1) VP[1,2); test VP[1,3): by hand 3 of 3 brackets match when the
+  word is deleted, 2 of 3 (P = R = F1 = 2/3) when it is kept. (The tests above exercise `.` and
+  `,` only; dropping `` or : from the list passed them and the dev baseline's F1.)"""
+  gold = f"(S (NP (NN a)) (VP (VBZ b)) ({tag} x))"
+  test = f"(S (NP (NN a)) (VP (VBZ b) ({tag} x)))"
+  if deleted:
+    assert scores(gold, test) == (3, 3, 3, 100.0, 100.0, 100.0)
+  else:
+    assert scores(gold, test) == (2, 3, 3, round(200 / 3, 4), round(200 / 3, 4), round(200 / 3, 4))
+
+
 def test_evalb_counts_duplicate_spans_with_multiplicity():
   gold = "(S (NP (NP (NNP Vinken))) (VP (VBZ is)))"          # NP[0,1) twice
   single = "(S (NP (NNP Vinken)) (VP (VBZ is)))"
@@ -237,6 +256,13 @@ def test_evalb_counts_duplicate_spans_with_multiplicity():
 def test_evalb_advp_equals_prt_and_mismatched_words_are_skipped():
   gold = "(S (NP (PRP He)) (VP (VBD gave) (PRT (RP up))))"
   assert scores(gold, gold.replace("(PRT", "(ADVP")) == (4, 4, 4, 100.0, 100.0, 100.0)
+  # Labels are cut at '-' and '=' before they are compared (uncleaned gold trees: NP-SBJ-1,
+  # PP-LOC=2, NP=3), and the equivalence applies to the cut label (ADVP-TMP = PRT).
+  raw = "(S (NP-SBJ-1 (NN a)) (VP (VBZ b) (PP-LOC=2 (IN c) (NP=3 (NN d)))) (ADVP-TMP (RB e)))"
+  clean = "(S (NP (XX a)) (VP (XX b) (PP (XX c) (NP (XX d)))) (PRT (XX e)))"
+  assert scores(raw, clean) == (6, 6, 6, 100.0, 100.0, 100.0)
+  # A TOP bracket is deleted wherever it is, not only as the root wrapper.
+  assert scores(GOLD, f"(S (TOP {GOLD[3:-1]}))") == (5, 5, 5, 100.0, 100.0, 100.0)
   result = evalb.evaluate([tree(gold), tree(GOLD)], [tree(gold.replace("up", "in")), tree(GOLD)])
   assert (result.all.sentences, result.all.error_sentences, result.all.matched) == (2, 1, 5)
   with pytest.raises(ValueError, match="1 test trees for 2 gold trees"):
@@ -250,6 +276,32 @@ def test_evalb_short_sentences_table():
   assert (result.all.gold_brackets, result.short.gold_brackets) == (6, 5)
 
 
+def test_evalb_sentence_length_and_complete_match_by_collins_prm():
+  """The <= 40 table takes a sentence by its words less `-NONE-` only (COLLINS.prm's
+  DELETE_LABEL_FOR_LENGTH): 40 words are in it, 40 words and a period are 41 and not, 40 words
+  and an empty element are 40; a skipped sentence (other words) is an error in both tables. A
+  complete match has every gold and every test bracket matched: an extra or a missing bracket
+  is not one. (The table test above has only a 5- and a 41-word sentence, and nothing checked
+  complete matches: `<` for `<=`, the length less punctuation, and `matched == gold` alone all
+  passed.)"""
+  def flat(n, tail=""):
+    return "(S (NP " + " ".join(f"(NN w{i})" for i in range(n)) + ")" + tail + ")"
+  forty, with_period, with_empty = flat(40), flat(40, " (. .)"), flat(40, " (-NONE- *)")
+  assert [len(tree(t).pos()) for t in (forty, with_period, with_empty)] == [40, 41, 41]
+  extra = GOLD.replace("(PP", "(NP (PP").replace("(NN mat))))", "(NN mat)))))")   # 5 of 6
+  missing = GOLD.replace("(VP (VBD sat) (PP", "(VBD sat) (PP").replace("mat)))) (.", "mat))) (.")
+  assert scores(GOLD, extra)[:3] == (5, 5, 6) and scores(GOLD, missing)[:3] == (4, 5, 4)
+  gold = [forty, with_period, with_empty, GOLD, GOLD, GOLD, GOLD]
+  test = [forty, with_period, with_empty, GOLD, extra, missing, GOLD.replace("cat", "dog")]
+  result = evalb.evaluate([tree(t) for t in gold], [tree(t) for t in test])
+  # all: 7 sentences, one skipped; short: all but the 41-word one.
+  assert (result.all.sentences, result.all.error_sentences) == (7, 1)
+  assert (result.short.sentences, result.short.error_sentences) == (6, 1)
+  assert (result.all.gold_brackets, result.short.gold_brackets) == (2 + 2 + 2 + 15, 2 + 2 + 15)
+  assert (result.all.test_brackets, result.all.matched) == (6 + 5 + 6 + 4, 6 + 5 + 5 + 4)
+  assert (result.all.complete_match, result.short.complete_match) == (4, 3)
+
+
 def test_evaluate_linearized_repairs_and_counts(sample_trees):
   gold = sample_trees["dev"][:3]
   lines = [linearize.linearize(t) for t in gold]
@@ -257,6 +309,16 @@ def test_evaluate_linearized_repairs_and_counts(sample_trees):
   result = evalb.evaluate_linearized(lines, gold)
   assert result.evalb.f1 == 100.0 and result.repaired == 1 and result.repairs == {"unmatched": 1}
   assert "trees repaired: 1 of 3 (unmatched 1)" in str(result)
+  assert result.leaf_count_right == 3             # an extra ')' leaves the leaf count right
+  # The scored trees carry the gold tags (for the real EVALB, which reads each tree's own tags
+  # to delete punctuation): here, the repair only dropped a ')', exactly the gold trees.
+  assert [str(t) for t in result.trees] == [str(t) for t in gold]
+  # One leaf too few and one too many, both repaired: one line of three had the right count
+  # (its first beam: a second beam, after a tab, is not read).
+  wrong = [lines[0].replace("XX ", "", 1), lines[2] + " XX", lines[2] + "\t(S XX )"]
+  result = evalb.evaluate_linearized(wrong, gold)
+  assert (result.leaf_count_right, result.repaired) == (1, 2)
+  assert "leaf count right before repair: 1 of 3 (33.3%)" in str(result)
   with pytest.raises(ValueError, match="2 decoded lines for 3 gold trees"):
     evalb.evaluate_linearized(lines[:2], gold)
 
@@ -285,9 +347,14 @@ def test_parse_eval_command(ptb, sample_trees, tmp_path, capsys):
   lines = words.read_text().splitlines()
   assert len(lines) == SAMPLE_DEV_TREES and lines[0] == " ".join(sample_trees["dev"][0].leaves())
   decoded.write_text("".join(linearize.linearize(t) + "\tbeam 2\n" for t in sample_trees["dev"]))
-  assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 0
+  trees, gold = tmp_path / "dev.tst", tmp_path / "dev.gld"
+  assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}", f"--write_trees={trees}",
+                          f"--write_gold={gold}"]) == 0
   out = capsys.readouterr().out
   assert "P 100.00 R 100.00 F1 100.00" in out and "trees repaired: 0 of 273" in out
+  # The files for the real EVALB: PTB lines, the decoded trees with the gold tags.
+  expected = [str(t) for t in sample_trees["dev"]]
+  assert trees.read_text().splitlines() == expected and gold.read_text().splitlines() == expected
   decoded.write_text("(S XX )\n")
   assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 2
   assert "1 decoded lines for 273 gold trees" in capsys.readouterr().err
