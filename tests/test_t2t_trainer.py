@@ -55,6 +55,17 @@ def test_t2t_defaults_and_flags_reach_training(captured):
   assert calls["hparams"].xla_compile is False and calls["hparams"].seed == 1234
   assert calls["evaluate_fn"] == "bleu" and calls["bleu_split"] == "dev"
   assert (calls["bleu_decode_hparams"].beam_size, calls["bleu_decode_hparams"].extra_length) == (1, 100)
+  assert calls["keep_checkpoint_max"] == 20 and calls["keep_checkpoint_every_n_hours"] == 10000
+  assert calls["log_every"] == 100 and calls["save_checkpoints_secs"] == 0
+  assert calls["eval_every"] is None and calls["max_train_seconds"] is None
+  assert calls["overwrite"] is False and calls["data_dir"] == "t2t_data"
+  # Each value given reaches the run: a flag parsed and then dropped (the run keeping
+  # train_and_evaluate's own default, T2T's value too) passes every check of the defaults.
+  calls = captured("--train_steps=12", "--eval_steps=3", "--keep_checkpoint_max=4", "--eval_every=6",
+                   "--train_minutes=2", "--overwrite_output_dir", "--data_dir=d")
+  assert (calls["train_steps"], calls["eval_steps"], calls["keep_checkpoint_max"]) == (12, 3, 4)
+  assert calls["eval_every"] == 6 and calls["max_train_seconds"] == 120
+  assert calls["overwrite"] is True and calls["data_dir"] == "d"
   calls = captured("--local_eval_frequency=7", "--random_seed=5", "--xla_compile",
                    "--eval_use_test_set=true", "--keep_checkpoint_every_n_hours=2",
                    "--save_checkpoints_secs=60", "--log_step_count_steps=3")
