@@ -1,8 +1,9 @@
 """Every flag of tensor2tensor's t2t-trainer and t2t-decoder (tests/t2t_flag_names.py, read from
 T2T's flag files) is accepted by t2t-lite-trainer / t2t-lite-decoder with its help: a real flag,
 or one of t2t_lite/bin/t2t_flags.py's table, which either ignores it (a note on stderr) or stops
-with exit status 2 and a message naming what to use instead. Also T2T's avg_checkpoints default,
-and every flag's help and default on t2t-lite-parse-eval and t2t-lite-import."""
+with exit status 2 and a message naming what to use instead; the flags the commands define
+themselves default to T2T's values. Also T2T's avg_checkpoints default, and every flag's help
+and default on t2t-lite-parse-eval and t2t-lite-import."""
 
 import argparse
 import os
@@ -76,6 +77,44 @@ def test_table_flags_accept_t2ts_default_and_answer_other_values(command, capsys
       module.build_parser().parse_args(argv)
       assert f"note: --{name}" in capsys.readouterr().err
   assert checked >= 10
+
+
+# The flags a command defines for real whose default is not T2T's literal one, on purpose (each
+# help says what it is instead).
+OWN_DEFAULTS = {
+    "trainer": {
+        "model": "transformer",             # T2T's had none (required); the model registered here
+        "data_dir": "t2t_data",             # T2T's had none (required)
+        "eval_early_stopping_metric": None,  # bleu when dev BLEU is decoded, else T2T's loss
+        "eval_early_stopping_metric_minimize": None,   # follows the metric
+        "xla_compile": None,                # the hparams' value (--xla_compile / --noxla_compile)
+        "cloud_tpu_name": f"{os.environ.get('USER', 'user')}-tpu",  # T2T's "%s-tpu" % $USER
+    },
+    "decoder": {},
+}
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_own_flags_have_t2ts_defaults(command):
+  """The flags a command implements itself (not the table's, checked above) default to T2T's
+  literal value (t2t_flag_names.T2T_DEFAULTS, read from T2T's DEFINE_* calls: train_steps
+  250000, eval_steps 100, keep_checkpoint_max 20, eval_timeout_mins 240, ...), or to None where
+  T2T's is "" (the same: not given); the few differences on purpose are OWN_DEFAULTS."""
+  module, names = COMMANDS[command]
+  parser = _own_parser(module)
+  checked = 0
+  for name in names:
+    action = parser._option_string_actions.get(f"--{name}")
+    if action is None:
+      continue   # the table's
+    checked += 1
+    if name in OWN_DEFAULTS[command]:
+      assert action.default == OWN_DEFAULTS[command][name], name
+      continue
+    t2t_default = t2t_flag_names.T2T_DEFAULTS[name]
+    assert action.default == t2t_default or (action.default is None and t2t_default == ""), \
+        (name, action.default, t2t_default)
+  assert checked >= {"trainer": 35, "decoder": 15}[command], checked
 
 
 def _own_parser(module):
