@@ -1,9 +1,9 @@
 """Every flag of tensor2tensor's t2t-trainer and t2t-decoder (tests/t2t_flag_names.py, read from
 T2T's flag files) is accepted by t2t-lite-trainer / t2t-lite-decoder with its help: a real flag,
 or one of t2t_lite/bin/t2t_flags.py's table, which either ignores it (a note on stderr) or stops
-with exit status 2 and a message naming what to use instead; the flags the commands define
-themselves default to T2T's values. Also T2T's avg_checkpoints default, and every flag's help
-and default on t2t-lite-parse-eval and t2t-lite-import."""
+with exit status 2 and a message naming what to use instead; absl's --noNAME form; the flags
+the commands define themselves default to T2T's values. Also T2T's avg_checkpoints default, and
+every flag's help and default on t2t-lite-parse-eval and t2t-lite-import."""
 
 import argparse
 import os
@@ -77,6 +77,35 @@ def test_table_flags_accept_t2ts_default_and_answer_other_values(command, capsys
       module.build_parser().parse_args(argv)
       assert f"note: --{name}" in capsys.readouterr().err
   assert checked >= 10
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_table_booleans_take_absls_no_form(command, capsys):
+  """absl's `--noNAME` on each boolean of the table sets it to False, the last form given winning
+  (`--NAME --noNAME`: False, as in T2T). Where T2T's default is True (autotune_maximize, the
+  decoder's eval_early_stopping_metric_minimize), `--noNAME` is another value: an answered flag
+  stops with exit status 2 naming what to use, an accepted one prints its note."""
+  module, _ = COMMANDS[command]
+  own = {o for a in _own_parser(module)._actions for o in a.option_strings}
+  checked = {False: 0, True: 0}
+  for name, flag in t2t_flags.flags_for(command).items():
+    if flag.kind is not bool or f"--{name}" in own:
+      continue
+    checked[flag.default] += 1
+    if flag.default and flag.instead:
+      with pytest.raises(SystemExit) as stop:
+        module.build_parser().parse_args([*REQUIRED, f"--no{name}"])
+      assert stop.value.code == 2 and flag.here in capsys.readouterr().err, name
+      continue
+    if flag.default:     # --noNAME is not T2T's default: noted
+      argv, noted = [f"--no{name}"], True
+    elif flag.instead:   # --NAME would stop
+      argv, noted = [f"--no{name}"], False
+    else:                # --NAME is noted, then --noNAME wins
+      argv, noted = [f"--{name}", f"--no{name}"], True
+    assert getattr(module.build_parser().parse_args([*REQUIRED, *argv]), name) is False, name
+    assert (f"note: --{name}" in capsys.readouterr().err) == noted, name
+  assert checked[False] >= 10 and checked[True] >= 1, checked
 
 
 # The flags a command defines for real whose default is not T2T's literal one, on purpose (each
