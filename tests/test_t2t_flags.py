@@ -2,8 +2,9 @@
 T2T's flag files) is accepted by t2t-lite-trainer / t2t-lite-decoder with its help: a real flag,
 or one of t2t_lite/bin/t2t_flags.py's table, which either ignores it (a note on stderr) or stops
 with exit status 2 and a message naming what to use instead; absl's --noNAME form; the flags
-the commands define themselves default to T2T's values. Also T2T's avg_checkpoints default, and
-every flag's help and default on t2t-lite-parse-eval and t2t-lite-import."""
+the commands define themselves default to T2T's values; `~` in paths is expanded. Also T2T's
+avg_checkpoints default, and every flag's help and default on t2t-lite-parse-eval and
+t2t-lite-import."""
 
 import argparse
 import os
@@ -11,7 +12,7 @@ import os
 import pytest
 import t2t_flag_names
 
-from t2t_lite.bin import avg_checkpoints, decoder, importer, parse_eval, t2t_flags, trainer
+from t2t_lite.bin import avg_checkpoints, common, decoder, importer, parse_eval, t2t_flags, trainer
 
 COMMANDS = {"trainer": (trainer, t2t_flag_names.TRAINER), "decoder": (decoder, t2t_flag_names.DECODER)}
 REQUIRED = ["--output_dir=runs/x"]   # both commands require it
@@ -144,6 +145,17 @@ def test_own_flags_have_t2ts_defaults(command):
     assert action.default == t2t_default or (action.default is None and t2t_default == ""), \
         (name, action.default, t2t_default)
   assert checked >= {"trainer": 35, "decoder": 15}[command], checked
+
+
+def test_paths_with_a_tilde_are_expanded(tmp_path, monkeypatch):
+  """`--data_dir=~/t2t_data` (T2T's walkthrough) reaches the program unexpanded, since the shell
+  expands `~` only at a word's start: the commands expand it, as T2T's did."""
+  monkeypatch.setenv("HOME", str(tmp_path))
+  args = common.parse_args(trainer.build_parser(), ["--output_dir=~/t2t_train/base",
+                                                    "--data_dir=~/t2t_data"])
+  assert (args.output_dir, args.data_dir) == (f"{tmp_path}/t2t_train/base", f"{tmp_path}/t2t_data")
+  args = common.parse_args(decoder.build_parser(), ["--output_dir=~/m", "--decode_from_file=a~b"])
+  assert (args.output_dir, args.decode_from_file) == (f"{tmp_path}/m", "a~b")
 
 
 def _own_parser(module):
