@@ -84,6 +84,34 @@ def test_t2t_defaults_and_flags_reach_training(captured):
   assert captured("--worker_gpu=0")["worker_gpu"] == 0
 
 
+def test_eval_schedules_and_generate_data_reach_their_runs(captured, monkeypatch):
+  """T2T's evaluator schedules, each as the evaluation is given it: continuous_eval follows new
+  checkpoints up to --train_steps, waiting --eval_timeout_mins; evaluate runs once; the
+  *_on_train_data ones read the training split, without dev BLEU, into eval_train; none trains.
+  --generate_data writes the data into --data_dir before training. (Only --schedule=evaluate was
+  run, by the walkthrough: continuous_eval mapped to a single evaluation, a timeout left at its
+  default, or --generate_data dropped, passed every test.)"""
+  from t2t_lite.data import token_shards
+  from t2t_lite.training import evaluation
+  runs = []
+  monkeypatch.setattr(evaluation, "evaluate_checkpoints",
+                      lambda problem, *args, **kwargs: runs.append((args, kwargs)))
+  monkeypatch.setattr(token_shards, "generate_data", lambda problem, data_dir: runs.append(data_dir))
+  for flags, split, evaluate_fn, continuous, summary in (
+      (["--schedule=continuous_eval"], "dev", "bleu", True, "eval"),
+      (["--schedule=evaluate", "--eval_use_test_set"], "test", "bleu", False, "eval"),
+      (["--schedule=continuous_eval_on_train_data"], "train", None, True, "eval_train"),
+      (["--schedule=evaluate_on_train_data"], "train", None, False, "eval_train")):
+    calls = captured(*flags, "--train_steps=300", "--eval_timeout_mins=7", "--eval_steps=4")
+    assert "train_steps" not in calls, flags     # no training
+    args, kwargs = runs.pop()
+    assert not runs and args == ("x", "t2t_data", 4), (flags, runs, args)
+    assert kwargs == {"split": split, "evaluate_fn": evaluate_fn, "continuous": continuous,
+                      "train_steps": 300, "timeout_minutes": 7, "summary_name": summary}, flags
+  assert captured("--data_dir=d")["train_steps"] == 250000 and runs == []
+  assert captured("--generate_data", "--data_dir=d")["train_steps"] == 250000 and runs == ["d"]
+
+
 def test_several_workers_stop_early_on_dev_bleu_too(captured, monkeypatch):
   """Dev BLEU is decoded on the chief only, and the chief's decision to stop reaches every worker
   (train_loop, tests/test_data_parallel.py): a patience on it is taken with several workers."""
