@@ -333,7 +333,7 @@ def _mean_of(paths, output):
 
 def test_averaging_takes_t2ts_flags(model, tmp_path):
   """T2T's avg_checkpoints: --prefix (the model directory, or prepended to --checkpoints) and
-  --output_path; T2T's t2t-avg-all: every window of --n checkpoints."""
+  --output_path; T2T's t2t-avg-all: every window of --n checkpoints, from --min_steps on."""
   model_dir, _ = model
   steps = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.startswith("ckpt-") and
                  n.endswith(".index"))
@@ -352,6 +352,14 @@ def test_averaging_takes_t2ts_flags(model, tmp_path):
     _mean_of([ckpt(first), ckpt(last)], f"{tmp_path}/all/model.ckpt-{last}")
   assert not os.path.exists(tmp_path / "all" / f"model.ckpt-{steps[0]}.index")
   assert tf.train.latest_checkpoint(str(tmp_path / "all")).endswith(f"model.ckpt-{steps[-1]}")
+  # --min_steps: checkpoints of fewer steps are left out, one of exactly that many is not.
+  assert avg_all.main([f"--model_dir={model_dir}", f"--output_dir={tmp_path}/late", "--n=2",
+                       f"--min_steps={steps[1]}"]) == 0
+  state = tf.train.get_checkpoint_state(str(tmp_path / "late"))
+  assert state, "t2t-lite-avg-all wrote nothing"
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == \
+      [f"model.ckpt-{s}" for s in steps[2:]]
+  _mean_of([ckpt(s) for s in steps[1:3]], f"{tmp_path}/late/model.ckpt-{steps[2]}")
 
 
 def test_registry_help_into_head_ends_quietly():
