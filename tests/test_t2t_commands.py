@@ -182,6 +182,17 @@ def test_scores_equal_the_beam_searchs_own_scores(model):
   np.testing.assert_allclose(forced, [scores[row, beam] for row, beam, _ in finished], atol=2e-4)
 
 
+def _forced_log_prob(base, vocab, source, target):
+  """(log P(target + EOS | source) from `base`'s teacher-forced pass in float64 numpy, the
+  number of target tokens with EOS)."""
+  target_ids = vocab.encode(target) + [EOS_ID]
+  logits = base({"inputs": np.array([vocab.encode(source) + [EOS_ID]]),
+                 "targets": np.array([target_ids])}, training=False)
+  logits = np.asarray(logits, np.float64)[0]
+  log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+  return sum(log_probs[t, token] for t, token in enumerate(target_ids)), len(target_ids)
+
+
 def test_score_file_equals_a_teacher_forced_pass(model, tmp_path, capsys):
   """`--score_file`: each line's score is log P(target + EOS | source) from the model's full
   teacher-forced pass, over ((5 + len) / 6) ** alpha; alpha=0 gives the log-probability."""
@@ -199,16 +210,45 @@ def test_score_file_equals_a_teacher_forced_pass(model, tmp_path, capsys):
                          f"--decode_to_file={out}", f"--decode_hparams=alpha={alpha},batch_size=2"]) == 0
     written = [float(line) for line in out.read_text().split("\n")[:-1]]
     for (source, target), score in zip(pairs, written):
-      target_ids = vocab.encode(target) + [EOS_ID]
-      logits = base({"inputs": np.array([vocab.encode(source) + [EOS_ID]]),
-                     "targets": np.array([target_ids])}, training=False)
-      logits = np.asarray(logits, np.float64)[0]
-      log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
-      total = sum(log_probs[t, token] for t, token in enumerate(target_ids))
-      assert score == pytest.approx(total / ((5 + len(target_ids)) / 6) ** alpha, abs=2e-4)
+      total, length = _forced_log_prob(base, vocab, source, target)
+      assert score == pytest.approx(total / ((5 + length) / 6) ** alpha, abs=2e-4)
   path.write_text("no tab here\n", encoding="utf-8")
   assert decoder.main([f"--output_dir={model_dir}", f"--score_file={path}"]) == 2
   assert "line 1 has 0 tabs" in capsys.readouterr().err
+
+
+def test_checkpoint_path_and_keep_timestamp(model, tmp_path, capsys):
+  """T2T's --checkpoint_path: the decoder reads that checkpoint, not the latest (its --score_file
+  scores are the first checkpoint's teacher-forced log-probabilities, which the latest's are not);
+  --keep_timestamp gives --decode_to_file the modification time of that checkpoint's .index
+  (set here to a time of its own: 2001-09-09)."""
+  model_dir, _ = model
+  steps = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.startswith("ckpt-") and
+                 n.endswith(".index"))
+  first = str(model_dir / f"ckpt-{steps[0]}")
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  pair = ("A man is riding a bike .", "Ein Mann fährt Fahrrad .")
+  path = tmp_path / "pair.tsv"
+  path.write_text("\t".join(pair) + "\n", encoding="utf-8")
+  expected = {}
+  for checkpoint in (first, None):
+    expected[checkpoint], _ = _forced_log_prob(model_dir_lib.restore_model(str(model_dir), checkpoint)[1],
+                                               vocab, *pair)
+    out = tmp_path / "score"
+    assert decoder.main([f"--output_dir={model_dir}", f"--score_file={path}", f"--decode_to_file={out}",
+                         "--decode_hparams=alpha=0", *([f"--checkpoint_path={checkpoint}"] if checkpoint
+                                                       else [])]) == 0
+    assert float(out.read_text()) == pytest.approx(expected[checkpoint], abs=2e-4)
+  assert abs(expected[first] - expected[None]) > 1e-2   # the checkpoints tell apart
+  os.utime(first + ".index", (1_000_000_000, 1_000_000_000))
+  source, out = tmp_path / "in.en", tmp_path / "out.de"
+  source.write_text(pair[0] + "\n", encoding="utf-8")
+  capsys.readouterr()
+  assert decoder.main([f"--output_dir={model_dir}", f"--decode_from_file={source}",
+                       f"--decode_to_file={out}", f"--checkpoint_path={first}", "--keep_timestamp",
+                       f"--decode_hparams=beam_size=1,extra_length=2,{FAST}"]) == 0
+  assert f"decoding 1 records with {first} " in capsys.readouterr().err
+  assert os.path.getmtime(out) == 1_000_000_000
 
 
 def _read_line(stream, timeout=600):
@@ -293,7 +333,7 @@ def _mean_of(paths, output):
 
 def test_averaging_takes_t2ts_flags(model, tmp_path):
   """T2T's avg_checkpoints: --prefix (the model directory, or prepended to --checkpoints) and
-  --output_path; T2T's t2t-avg-all: every window of --n checkpoints."""
+  --output_path; T2T's t2t-avg-all: every window of --n checkpoints, from --min_steps on."""
   model_dir, _ = model
   steps = sorted(int(n[5:-6]) for n in os.listdir(model_dir) if n.startswith("ckpt-") and
                  n.endswith(".index"))
@@ -312,6 +352,14 @@ def test_averaging_takes_t2ts_flags(model, tmp_path):
     _mean_of([ckpt(first), ckpt(last)], f"{tmp_path}/all/model.ckpt-{last}")
   assert not os.path.exists(tmp_path / "all" / f"model.ckpt-{steps[0]}.index")
   assert tf.train.latest_checkpoint(str(tmp_path / "all")).endswith(f"model.ckpt-{steps[-1]}")
+  # --min_steps: checkpoints of fewer steps are left out, one of exactly that many is not.
+  assert avg_all.main([f"--model_dir={model_dir}", f"--output_dir={tmp_path}/late", "--n=2",
+                       f"--min_steps={steps[1]}"]) == 0
+  state = tf.train.get_checkpoint_state(str(tmp_path / "late"))
+  assert state, "t2t-lite-avg-all wrote nothing"
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == \
+      [f"model.ckpt-{s}" for s in steps[2:]]
+  _mean_of([ckpt(s) for s in steps[1:3]], f"{tmp_path}/late/model.ckpt-{steps[2]}")
 
 
 def test_registry_help_into_head_ends_quietly():
