@@ -168,6 +168,9 @@ class VocabProblem(Problem):
   def get_vocab(self, data_dir):
     return self.vocab
 
+  def raw_files(self, split):  # the shards' vocabulary is checked apart (token_shards)
+    return self.base.raw_files(split)
+
   def text_dataset(self, split, data_dir):
     return self.base.text_dataset(split, data_dir)
 

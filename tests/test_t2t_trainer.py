@@ -215,11 +215,13 @@ def test_t2t_walkthrough_then_evaluate(tiny_model_dir, multi30k_slice, tmp_path,
   printed = capsys.readouterr().out
   assert "BLEU_uncased = " in printed and "BLEU_cased = " in printed
 
+  reads.clear()
   assert trainer.main([*common_flags, "--schedule=evaluate", "--eval_use_test_set",
                        "--eval_steps=1"]) == 0
   assert "eval of ckpt-10 on test: loss" in capsys.readouterr().out
-  # (Not checked: this run, in the model directory, tokenizes with its saved vocabulary through
-  # problems.base.VocabProblem, which names no raw files, so the test shards count as stale.)
+  # In the model directory the run reads the problem through its saved vocabulary
+  # (problems.base.VocabProblem): the same vocabulary and raw files, so datagen's test shards.
+  assert set(reads) == {("test", True)}, reads
   assert os.listdir(train_dir / "eval")
 
 
