@@ -49,14 +49,16 @@ def self_cache_length(cache):
 def eos_rising(model, rows_per_sentence, seen, source_rows=None):
   """`decode_step` with the EOS logit raised by (step - EOS_FROM of the row's sentence); records
   the self-attention cache lengths it is traced (or run) with in `seen`."""
-  eos_from = ops.convert_to_tensor(np.repeat(EOS_FROM if source_rows is None else source_rows,
-                                             rows_per_sentence))                    # [rows]
+  per_sentence = EOS_FROM if source_rows is None else source_rows
+  eos_from = ops.convert_to_tensor(np.repeat(per_sentence, rows_per_sentence))     # [rows]
   is_eos = ops.arange(VOCAB) == EOS_ID                                              # [V]
 
   def decode_step(ids, step, cache, **kwargs):
     seen.append(self_cache_length(cache))
     logits, cache = model.decode_step(ids, step, cache, **kwargs)
-    bonus = 2.0 * (ops.cast(step, "float32") - eos_from)                            # [rows]
+    # A beam search's step 0 on a shared cache runs one row per sentence (`shared_start`).
+    rows_from = ops.convert_to_tensor(per_sentence) if kwargs.get("shared_start") else eos_from
+    bonus = 2.0 * (ops.cast(step, "float32") - rows_from)                           # [rows]
     return ops.where(is_eos[None, :], logits + bonus[:, None], logits), cache       # [rows, V]
   return decode_step
 

@@ -52,7 +52,7 @@ class EosRising:
   def decode_step(self, ids, step, cache, **kwargs):
     logits, cache = self.model.decode_step(ids, step, cache, **kwargs)
     length = ops.sum(ops.cast(cache["source_mask"], "float32"), axis=1)   # [sentences]
-    if "lineage" in cache:  # a cache shared by the g rows of each sentence: [sentences * g]
+    if "lineage" in cache and not kwargs.get("shared_start"):  # shared by g rows: [sentences * g]
       entries = cache["decoder"]["layer_0"]["self"]["v"].shape[2]                   # L * g
       length = ops.repeat(length, entries // cache["lineage"].shape[1])             # [rows]
     bonus = 1.5 * (ops.cast(step, "float32") - (ops.mod(length * 7.0, 17.0) + 1.0))  # [rows]

@@ -102,6 +102,43 @@ def test_lineage_and_extend_cache():
   np.testing.assert_array_equal(ops.convert_to_numpy(growing["lineage"])[:, :CACHE], lineage)
 
 
+@pytest.mark.backend_independent
+def test_shared_start_is_step_0_once_per_sentence():
+  """`decode_step(..., shared_start=True)` on B start tokens gives each sentence the logits of
+  its hypotheses' step 0 on the tiled cache, and leaves the shared cache as that step and a
+  reorder to hypothesis 0 leave it: every hypothesis then decodes step 1 as on the tiled cache."""
+  model = tiny_transformer(seed=3)
+  memory, source_mask = model.encode(SOURCE)
+  growing, fixed = translator.split_cache(model.init_cache(memory, source_mask, CACHE, BEAMS))
+  first_logits, cache = model.decode_step(np.zeros(SENTENCES, "int32"), 0,
+                                          translator.join_cache(growing, fixed), shared_start=True)
+  tiled = model.init_cache(*tile_to_beams([memory, source_mask], BEAMS), CACHE)
+  tiled_logits, tiled = model.decode_step(np.zeros(SENTENCES * BEAMS, "int32"), 0, tiled)
+  np.testing.assert_allclose(ops.convert_to_numpy(first_logits),
+                             ops.convert_to_numpy(tiled_logits)[::BEAMS], rtol=1e-5, atol=1e-5)
+  # Position 0 in slot 0 (entry 0) only; the lineage unchanged (zeros: slot 0 for everyone).
+  written = ops.convert_to_numpy(cache["decoder"]["layer_1"]["self"]["kt"])
+  np.testing.assert_allclose(
+      written[..., 0], ops.convert_to_numpy(tiled["decoder"]["layer_1"]["self"]["k"])[::BEAMS, :, 0],
+      rtol=1e-5, atol=1e-5)
+  assert not written[..., 1:].any()
+  assert not ops.convert_to_numpy(cache["lineage"]).any()
+  # Step 1 for every hypothesis (all continue hypothesis 0 of their sentence) equals the tiled one.
+  tiled = translator.join_cache(*[gather_beams(part, np.zeros((SENTENCES, BEAMS), "int32"), BEAMS)
+                                  for part in translator.split_cache(tiled)])
+  ids = np.arange(SENTENCES * BEAMS, dtype="int32") % 5 + 2
+  shared_next, _ = model.decode_step(ids, 1, cache)
+  tiled_next, _ = model.decode_step(ids, 1, tiled)
+  np.testing.assert_allclose(ops.convert_to_numpy(shared_next), ops.convert_to_numpy(tiled_next),
+                             rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="shared_start=True runs step 0 only"):
+    model.decode_step(np.zeros(SENTENCES, "int32"), 1, translator.join_cache(growing, fixed),
+                      shared_start=True)
+  with pytest.raises(ValueError, match="cache the hypotheses share"):
+    model.decode_step(np.zeros(SENTENCES, "int32"), 0,
+                      model.init_cache(memory, source_mask, CACHE), shared_start=True)
+
+
 @pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="the search graph is TF's")
 @pytest.mark.parametrize("xla, constrained", [(True, False), (False, True)],
                          ids=["xla-free", "graph-tree"])

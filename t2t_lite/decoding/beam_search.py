@@ -223,11 +223,15 @@ def top_candidates(logits, alive_log_probs, k, chunk=None, mask=None):
 
 
 def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, eos_id,
-         constraint=None, reorder_cache=None):
+         constraint=None, reorder_cache=None, first_step_fn=None):
   """One step: extend every alive hypothesis by one token, update alive and finished.
 
   The cache follows the alive hypotheses with `reorder_cache(cache, source_beams [batch, beam])`
   (see `beam_search`), by default `gather_beams`: every [batch * beam, ...] tensor's rows copied.
+
+  `first_step_fn(ids [batch], cache) -> (logits [batch, vocab], cache)`: step 0 run once per
+  sentence instead (see `beam_search`); the candidates then all continue hypothesis 0, the only
+  one alive.
 
   `state.step` is a scalar (the batch search), or [batch]: each sentence at its own step (a
   refill search's slots, `t2t_lite.decoding.refill_search`); the callback and the constraint then
@@ -237,16 +241,21 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
   per_row = len(step.shape) == 1
   hypothesis_step = ops.repeat(step, beam_size) if per_row else step             # [] or [b*beam]
   last_ids = read_at(state.alive_ids, step)                                      # [batch, beam]
-  logits, cache = symbols_to_logits_fn(
-      ops.reshape(last_ids, (batch_size * beam_size,)), hypothesis_step,
-      state.cache)                                                               # [batch*beam, V]
+  rows = beam_size  # the hypotheses of a sentence the model is run for
+  if first_step_fn is None:
+    logits, cache = symbols_to_logits_fn(
+        ops.reshape(last_ids, (batch_size * beam_size,)), hypothesis_step,
+        state.cache)                                                             # [batch*beam, V]
+  else:
+    rows = 1
+    logits, cache = first_step_fn(last_ids[:, 0], state.cache)                   # [batch, V]
   mask = None
   if constraint is not None:
     mask = ops.reshape(constraint.allowed(state.constraint, hypothesis_step),
-                       (batch_size, beam_size, vocab_size))                      # [b, beam, V]
+                       (batch_size, beam_size, vocab_size))[:, :rows]            # [b, rows, V]
   # Every candidate has length step + 1, so ranking by log-prob is ranking by score.
   topk_log_probs, topk_flat = top_candidates(
-      ops.reshape(logits, (batch_size, beam_size, vocab_size)), state.alive_log_probs,
+      ops.reshape(logits, (batch_size, rows, vocab_size)), state.alive_log_probs[:, :rows],
       2 * beam_size, mask=mask)                                                  # [b, 2*beam]
   topk_beams = ops.floor_divide(topk_flat, vocab_size)                           # [b, 2*beam]
   topk_tokens = ops.cast(ops.mod(topk_flat, vocab_size), "int32")                # [b, 2*beam]
@@ -358,7 +367,7 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
                     max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                     constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
                     reorder_cache=None, best_only=False, stop_when_finished=False, fixed=None,
-                    batch_sizes=None):
+                    batch_sizes=None, first_step_fn=None):
   """Runs the search loop and returns the final `BeamState` (`state.step`: steps run).
 
   Arguments: see `beam_search`. `beam_size=1` runs the beam algorithm itself (not greedy).
@@ -371,11 +380,12 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   extras = {"limits": decode_limits(decode_lengths, batch_size, max_decode_length),  # [batch]
             "fixed": {} if fixed is None else fixed}
 
-  def step(state, extras, batch):
+  def step(state, extras, batch, first=None):
     fn = symbols_to_logits_fn
     if fixed is not None:
       fn = lambda ids, at, cache: symbols_to_logits_fn(ids, at, cache, extras["fixed"])  # noqa: E731
-    state = grow(state, fn, batch, beam_size, vocab_size, alpha, eos_id, constraint, reorder_cache)
+    state = grow(state, fn, batch, beam_size, vocab_size, alpha, eos_id, constraint, reorder_cache,
+                 first)
     return state._replace(done=sentence_done(state, extras["limits"], alpha, stop_early, best_only,
                                              stop_when_finished))
 
@@ -385,6 +395,10 @@ def run_beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, 
   state = init_state(initial_cache, batch_size, beam_size, max_decode_length,
                      checked_constraint_state(constraint, constraint_state),
                      tile_cache=reorder_cache is None)
+  if first_step_fn is not None and vocab_size >= 2 * beam_size:
+    # Step 0 once per sentence, before the loop (whose first phase goes on from step 1). With a
+    # vocabulary under 2 * beam the loop's step 0 runs: its candidates include empty beams'.
+    state = step(state, extras, batch_size, first_step_fn)
   if batch_sizes is not None and len(batch_sizes) > 1:
     return shrinking.run_shrinking(cond, step, state, extras, batch_sizes, cache_lengths,
                                    extend_cache)
@@ -396,7 +410,7 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
                 max_decode_length, alpha=0.6, eos_id=EOS_ID, decode_lengths=None, stop_early=True,
                 constraint=None, constraint_state=None, cache_lengths=None, extend_cache=None,
                 reorder_cache=None, best_only=False, stop_when_finished=False, fixed=None,
-                batch_sizes=None):
+                batch_sizes=None, first_step_fn=None):
   """Beam search with length penalty (paper section 6.1: beam 4, alpha 0.6).
 
   Args:
@@ -437,6 +451,13 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
     batch_sizes: optional, the batch shrinks as sentences end (`shrinking.run_shrinking`,
       e.g. `shrinking.batch_sizes(batch_size, 4)`): decreasing Python ints, the first
       `batch_size`. The results are those of the full batch's search.
+    first_step_fn: optional `(ids [batch] int32, cache) -> (logits [batch, vocab], cache)`:
+      step 0 computed once per sentence rather than for each of its `beam_size` hypotheses
+      (before it every hypothesis is the start token and only the first is alive), on the
+      cache as `initial_cache` lays it out, returning it as step 0 leaves it once every
+      hypothesis continues hypothesis 0 (`reorder_cache` still runs, with source beams 0); e.g.
+      `Transformer.decode_step(..., shared_start=True)` on a cache the beams share. The results
+      are the search's without it (CTranslate2 expands its beams after the first step too).
 
   Returns:
     ids [batch, beam, max_decode_length] int32, best first, 0 (PAD) after EOS, and scores
@@ -455,5 +476,5 @@ def beam_search(symbols_to_logits_fn, initial_cache, batch_size, beam_size, voca
                                   vocab_size, max_decode_length, alpha, eos_id, decode_lengths,
                                   stop_early, constraint, constraint_state, cache_lengths,
                                   extend_cache, reorder_cache, best_only, stop_when_finished,
-                                  fixed, batch_sizes),
+                                  fixed, batch_sizes, first_step_fn),
                   fill_with_alive=constraint is None)

@@ -81,8 +81,9 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     phases = {"cache_lengths": cache_lengths, "extend_cache": extend_cache}
     # The beams of a sentence share one cache (decode hparam `shared_beam_cache`): the source
     # mask and memory keys/values once per sentence, captured by the loop body, and one
-    # self-attention cache that only a lineage indexes (`reorder_lineage`). Without it, the
-    # fixed part is tiled once here, and the self-attention cache reordered every step.
+    # self-attention cache that only a lineage indexes (`reorder_lineage`); its step 0 runs once
+    # per sentence (`first_step_fn`), not once per hypothesis. Without it, the fixed part is
+    # tiled once here, and the self-attention cache reordered every step.
     groups, reorder = shared_beams(dh)
     growing, fixed = split_cache(model.init_cache(encoder_output, source_mask, cache_lengths[0],
                                                   groups))
@@ -94,15 +95,18 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
     if dh.beam_size > 1:
       # A batch that shrinks as its sentences end (decode hparam `shrink_batch`) moves the fixed
       # part with its rows, so the callback gets it as an argument.
-      shrink = ({"symbols_to_logits_fn": decode, "fixed": fixed,
-                 "batch_sizes": shrinking.batch_sizes(batch, dh.shrink_batch)}
-                if shrinks(dh) and isinstance(batch, int) else
-                {"symbols_to_logits_fn": symbols_to_logits})
+      callbacks = ({"symbols_to_logits_fn": decode, "fixed": fixed,
+                    "batch_sizes": shrinking.batch_sizes(batch, dh.shrink_batch)}
+                   if shrinks(dh) and isinstance(batch, int) else
+                   {"symbols_to_logits_fn": symbols_to_logits})
+      if groups:
+        callbacks["first_step_fn"] = lambda ids, growing: decode(ids, 0, growing, fixed,
+                                                                 shared_start=True)
       return search_lib.beam_search(
           initial_cache=growing, batch_size=batch, beam_size=dh.beam_size,
           vocab_size=model.vocab_size, max_decode_length=max_decode_length, alpha=dh.alpha,
           eos_id=EOS_ID, decode_lengths=decode_lengths, **constrained, **phases, **reorder,
-          best_only=best_only, stop_when_finished=dh.beam_stop == "finished", **shrink)
+          best_only=best_only, stop_when_finished=dh.beam_stop == "finished", **callbacks)
     if dh.sampling_temperature > 0:
       ids, scores = sampling.sampling_search(
           symbols_to_logits, growing, batch, max_decode_length, temperature=dh.sampling_temperature,
@@ -202,14 +206,16 @@ def shared_beams(decode_hparams):
 
 
 def decoding_callback(model):
-  """`(ids, step, growing, fixed) -> (logits, growing)`: one `decode_step` on the cache split in
-  two (`split_cache`), with the output projection's embedding table computed once, here, per
-  search, not once per step (see `output_projection`)."""
+  """`(ids, step, growing, fixed, **options) -> (logits, growing)`: one `decode_step` on the
+  cache split in two (`split_cache`), with the output projection's embedding table computed
+  once, here, per search, not once per step (see `output_projection`); `options` are
+  `decode_step`'s (e.g. `shared_start=True`)."""
   projection = ({"output_projection": model.output_projection()}
                 if hasattr(model, "output_projection") else {})
 
-  def symbols_to_logits(ids, step, growing, fixed):
-    logits, cache = model.decode_step(ids, step, join_cache(growing, fixed), **projection)
+  def symbols_to_logits(ids, step, growing, fixed, **options):
+    logits, cache = model.decode_step(ids, step, join_cache(growing, fixed), **projection,
+                                      **options)
     return logits, split_cache(cache)[0]
   return symbols_to_logits
 

@@ -278,7 +278,8 @@ class Transformer(keras.Model):
     once and passes it to every `decode_step`."""
     return self.softmax.compute_table()
 
-  def decode_step(self, token_ids, step, cache, training=False, output_projection=None):
+  def decode_step(self, token_ids, step, cache, training=False, output_projection=None,
+                  shared_start=False):
     """One decoding step.
 
     Args:
@@ -294,10 +295,19 @@ class Transformer(keras.Model):
         positions its lineage names.
       training: whether dropout is active.
       output_projection: optional `self.output_projection()`, computed once per search.
+      shared_start: step 0 of a cache shared by groups of g hypotheses, run once per sentence
+        (`step` must be 0): `token_ids` [B] for the cache's B sentences, not B * g (at step 0
+        every hypothesis of a sentence is the start token, so all g of them would compute the
+        same). Position 0 is written in slot 0 of each sentence's cache, which every lineage
+        names at position 0 (they are zeros until a step writes them): the cache a beam search
+        has after its first step, once every hypothesis continues hypothesis 0 (CTranslate2
+        expands its beams after the first step too). Logits [B, V].
 
     Returns:
       (float32 logits [B, V] for the token at step + 1, the updated cache).
     """
+    if shared_start:
+      return self._shared_start_step(token_ids, step, cache, training, output_projection)
     token_ids = checks.check_int_ids("token_ids", token_ids, (1,), "[batch]")
     if not isinstance(cache, dict) or set(cache) - {"lineage"} != {"source_mask", "decoder"}:
       raise ValueError("`cache` must be the dict returned by init_cache (or by decode_step).")
@@ -322,6 +332,30 @@ class Transformer(keras.Model):
     if lineage is not None:
       new_cache["lineage"] = lineage
     return logits, new_cache
+
+  def _shared_start_step(self, token_ids, step, cache, training, output_projection):
+    """`decode_step(..., shared_start=True)`: step 0 on a one-position cache of its own, whose
+    keys/values are then written at entry 0 (position 0, slot 0) of the shared cache."""
+    if "lineage" not in cache:
+      raise ValueError("shared_start=True is for a cache the hypotheses share (init_cache(..., "
+                       "beam_size=g)); this cache has one row per hypothesis.")
+    if not isinstance(step, int) or step != 0:
+      raise ValueError(f"shared_start=True runs step 0 only (every hypothesis is then the start "
+                       f"token); got step {step!r}.")
+    growing, fixed = split_cache(cache)
+    lineage = growing.pop("lineage")
+    batch = ops.shape(token_ids)[0]
+    # Two positions, not one (a softmax over one key is 1, and Keras warns of it): the causal
+    # mask gives the second exactly zero weight.
+    own = self.decoder.init_self_cache(batch, 2)                   # {"layer_i": {"k", "v"}}
+    logits, first = self.decode_step(token_ids, 0, join_cache(own, fixed), training,
+                                     output_projection)            # [B, V]
+    first = split_cache(first)[0]
+    written = {name: {"kt": ops.slice_update(layer["kt"], (0, 0, 0, 0),
+                                             ops.swapaxes(first[name]["k"][:, :, :1], 2, 3)),
+                      "v": ops.slice_update(layer["v"], (0, 0, 0, 0), first[name]["v"][:, :, :1])}
+               for name, layer in growing.items()}                # [B, H, d, 1], [B, H, 1, d]
+    return logits, join_cache({**written, "lineage": lineage}, fixed)
 
   # Attention pictures (paper figures 3-5).
 
