@@ -1,9 +1,12 @@
 """The token-budget pipeline: budgets hold, padding is low, eval keeps all, sharding, datagen."""
 
+import ast
 import collections
 import json
 import os
 import pathlib
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -186,6 +189,39 @@ def test_shuffle_is_seeded_and_draws_a_new_order_each_epoch():
   assert sorted(first) == sorted(second) == list(range(50))
   assert first != list(range(50)) and first != second
   assert two_epochs(3) == epochs and two_epochs(4) != epochs
+
+
+SHUFFLE_ORDER = """
+import sys
+import tensorflow as tf
+from t2t_lite.data import pipeline
+if sys.argv[1] == "global_seed":
+  tf.random.set_seed(5)
+pairs = tf.data.Dataset.range(300).map(
+    lambda x: {"inputs": tf.RaggedTensor.from_tensor(tf.fill([1, x % 7 + 1], x))[0],
+               "targets": tf.fill([2], x)})
+if sys.argv[1] == "public":
+  shuffled = pairs.shuffle(50, seed=3, reshuffle_each_iteration=True)
+else:
+  shuffled = pipeline.shuffle(pairs, 3, 50)
+print([int(e["targets"][0]) for e in shuffled.repeat(2)])
+"""
+
+
+def test_shuffle_order_depends_on_the_seed_alone():
+  """A process that set TensorFlow's global seed (keras.utils.set_random_seed does) gets the order
+  of one that did not, which is `Dataset.shuffle(seed=...)`'s there (tf.data pairs an op's seed
+  with the global one); ragged elements, as `unchunk` yields them. Each order in a process of its
+  own: a global seed, once set, stays (and clears TensorFlow's kernel cache)."""
+  def order(mode):
+    done = subprocess.run([sys.executable, "-c", SHUFFLE_ORDER, mode], capture_output=True,
+                          text=True, check=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return done.stdout.strip().splitlines()[-1]
+
+  unset = order("unset")
+  assert sorted(ast.literal_eval(unset)) == sorted(list(range(300)) * 2)
+  assert order("global_seed") == unset
+  assert order("public") == unset  # the public op's order without a global seed
 
 
 def test_datagen_shards_give_the_same_batches(multi30k, tmp_path, shared_data):
