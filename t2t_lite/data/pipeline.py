@@ -25,6 +25,7 @@ input_context=ctx))`: each input pipeline reads its own shard (`input_pipeline_i
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.data.util import structure  # the flat types tf.data's own ops are given
+from tensorflow.python.framework import random_seed  # the seed tf.data uses without a global one
 
 from t2t_lite.graph_functions import dataset_function
 from t2t_lite.token_ids import EOS_ID, PAD_ID
@@ -132,11 +133,6 @@ def unchunk(chunks):
   return chunks.unbatch()
 
 
-# The seed tf.data pairs with an op's own seed when no global seed is set (TensorFlow's
-# `random_seed.DEFAULT_GRAPH_SEED`).
-UNSET_GLOBAL_SEED = 87654321
-
-
 def shuffle(dataset, seed, buffer_size=DEFAULT_SHUFFLE_BUFFER):
   """Seeded shuffle over a `buffer_size` window; a new (still seeded) order every epoch.
 
@@ -145,14 +141,15 @@ def shuffle(dataset, seed, buffer_size=DEFAULT_SHUFFLE_BUFFER):
   The order depends on `seed` alone: `Dataset.shuffle(seed=s)` pairs s with TensorFlow's global
   seed if the process has set one (`tf.random.set_seed`, `keras.utils.set_random_seed`), so the
   same hparams seed would give another order after such a call. This is that op,
-  `ShuffleDatasetV3`, given the seed pair it gets when none is set, `(UNSET_GLOBAL_SEED, seed)`,
+  `ShuffleDatasetV3`, given the seed pair it gets when none is set, `(DEFAULT_GRAPH_SEED, seed)`,
   whatever the process did: the order of a run without a global seed, always.
   """
   spec = dataset.element_spec  # as tf.data's ops take it (ragged elements are variants)
   variant = tf.raw_ops.ShuffleDatasetV3(
       input_dataset=tf.data.experimental.to_variant(dataset),
-      buffer_size=tf.constant(buffer_size, tf.int64), seed=tf.constant(UNSET_GLOBAL_SEED, tf.int64),
-      seed2=tf.constant(seed, tf.int64), seed_generator=tf.raw_ops.DummySeedGenerator(),
+      buffer_size=tf.constant(buffer_size, tf.int64),
+      seed=tf.constant(random_seed.DEFAULT_GRAPH_SEED, tf.int64), seed2=tf.constant(seed, tf.int64),
+      seed_generator=tf.raw_ops.DummySeedGenerator(),
       reshuffle_each_iteration=True, output_types=structure.get_flat_tensor_types(spec),
       output_shapes=structure.get_flat_tensor_shapes(spec))
   shuffled = tf.data.experimental.from_variant(variant, spec)

@@ -334,8 +334,8 @@ class Transformer(keras.Model):
     return logits, new_cache
 
   def _shared_start_step(self, token_ids, step, cache, training, output_projection):
-    """`decode_step(..., shared_start=True)`: step 0 on a one-position cache of its own, whose
-    keys/values are then written at entry 0 (position 0, slot 0) of the shared cache."""
+    """`decode_step(..., shared_start=True)`: step 0 on a two-position cache of its own, whose
+    position-0 keys/values are then written at entry 0 (position 0, slot 0) of the shared cache."""
     if "lineage" not in cache:
       raise ValueError("shared_start=True is for a cache the hypotheses share (init_cache(..., "
                        "beam_size=g)); this cache has one row per hypothesis.")
