@@ -71,10 +71,12 @@ esac; done
 echo "average $* averaged=$list" >> "$CALLS"
 mkdir -p "$avg" && echo "$list" > "$avg/checkpoint"
 """
-# Each output line names the model and the decode settings; the BLEU stand-in scores a file by its
-# checksum, so that different translations score differently.
+# Each output line names the model and the decode settings (from and to the files given, else
+# stdin and stdout); the BLEU stand-in scores a file by its checksum, so that different
+# translations score differently.
 DECODER = r"""
 echo "decoder $*" >> "$CALLS"
+src=/dev/stdin dst=/dev/stdout
 for a in "$@"; do case $a in
   --output_dir=*) model=${a#*=} ;; --decode_from_file=*) src=${a#*=} ;;
   --decode_to_file=*) dst=${a#*=} ;; --decode_hparams=*) hp=${a#*=} ;;
@@ -193,6 +195,61 @@ def test_the_recipe_defaults_are_the_val_leader_of_the_tuning_table():
   assert defaults, "no row of the table is the recipe's defaults"
   best_default = max(float(r["val_bleu_average"]) for r in defaults)
   assert float(leader["val_bleu_average"]) - best_default <= VAL_NOISE, leader
+
+
+def test_quickstart_runs_the_recipe_with_its_short_budget_settings_then_translates(copy):
+  """scripts/quickstart.sh: the recipe for 8 minutes with warmup 400 at the set's peak and the
+  average of 2 checkpoints (chosen on val for that budget, docs/getting-started.md), into
+  runs/quickstart; then its three sentences through the averaged model; each setting still
+  overridable."""
+  shutil.copy(REPO / "scripts" / "quickstart.sh", copy / "scripts" / "quickstart.sh")
+  result, calls = run(copy, "quickstart.sh")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert ("--hparams=multi30k_tiny,learning_rate_warmup_steps=400,learning_rate_constant=1.1314 "
+          "--output_dir=runs/quickstart --train_steps=100000 --train_minutes=8 "
+          "--save_checkpoints_steps=200 --keep_checkpoint_max=10 ") in trainer
+  average, = of(calls, "average")
+  assert average.startswith("--output_dir=runs/quickstart --num_last_checkpoints=2 "
+                            "--avg_dir=runs/quickstart/averaged ")
+  test_decode, sentences = of(calls, "decoder")
+  assert "--decode_to_file=runs/quickstart/test_2016_flickr.hyp.de" in test_decode
+  assert sentences == ("--output_dir=runs/quickstart/averaged "
+                       "--decode_hparams=beam_size=4,alpha=1.2,extra_length=50")
+  assert result.stdout.endswith(
+      "runs/quickstart/averaged beam_size=4,alpha=1.2,extra_length=50 "
+      "A woman is reading a book in the park .\n")
+  assert result.stdout.count("runs/quickstart/averaged beam_size=4,alpha=1.2,extra_length=50 ") == 3
+  result, calls = run(copy, "quickstart.sh", TRAIN_MINUTES="3", AVERAGE="3", HPARAMS="multi30k_tiny",
+                      OUT="runs/other")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert " --hparams=multi30k_tiny --output_dir=runs/other --train_steps=100000 --train_minutes=3 " in trainer
+  assert " --num_last_checkpoints=3 --avg_dir=runs/other/averaged " in of(calls, "average")[0]
+  assert of(calls, "decoder")[1].startswith("--output_dir=runs/other/averaged ")
+
+
+def test_quickstart_warms_up_to_the_recipe_sets_peak_learning_rate():
+  """The quickstart's shorter warmup reaches the same peak learning rate as the recipe's set (the
+  schedule the trainer builds, at the end of each warmup), and stays below it before."""
+  from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
+  from t2t_lite.training.schedule import TransformerSchedule  # pylint: disable=import-outside-toplevel
+
+  text = (REPO / "scripts" / "quickstart.sh").read_text()
+  quick = get_hparams(re.search(r"^export HPARAMS=\$\{HPARAMS:-(.*)\}$", text, re.M).group(1))
+  recipe = get_hparams("multi30k_tiny")
+  assert quick.learning_rate_warmup_steps == 400 < recipe.learning_rate_warmup_steps
+  assert quick.replace(learning_rate_warmup_steps=recipe.learning_rate_warmup_steps,
+                       learning_rate_constant=recipe.learning_rate_constant) == recipe
+
+  def rate(h, update):  # the schedule at 1-based update `update`
+    schedule = TransformerSchedule(h.hidden_size, h.learning_rate_warmup_steps,
+                                   h.learning_rate_schedule, h.learning_rate_constant)
+    return float(schedule(update - 1))
+
+  peak = rate(recipe, recipe.learning_rate_warmup_steps)
+  assert abs(rate(quick, 400) / peak - 1) < 1e-3, (rate(quick, 400), peak)
+  assert rate(quick, 200) < peak
 
 
 def test_recipe_takes_the_interval_window_and_steps(copy):
