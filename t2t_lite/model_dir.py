@@ -55,12 +55,37 @@ class ModelDirError(ValueError):
   """A model directory that is missing pieces or was made with other settings."""
 
 
+def _umask() -> int:
+  """The process's umask: from /proc (Linux), else by setting and restoring it."""
+  try:
+    with open("/proc/self/status", encoding="ascii") as f:
+      for line in f:
+        if line.startswith("Umask:"):
+          return int(line.split()[1], 8)
+  except (OSError, ValueError):
+    pass
+  mask = os.umask(0o022)
+  os.umask(mask)
+  return mask
+
+
+def give_default_mode(path: str) -> None:
+  """Gives a file or folder made by `tempfile` (mode 0600 or 0700) the mode `open` or `os.mkdir`
+  would have given it (0666 or 0777 less the umask: 0644 and 0755 under the usual 022), so that a
+  model directory, an export or a translation written through a temporary name and a rename is
+  readable by whoever the umask lets read the user's other files (a server's account, a
+  colleague, TF Serving in a container)."""
+  os.chmod(path, (0o777 if os.path.isdir(path) else 0o666) & ~_umask())
+
+
 def atomic_write(path: str, data: str | bytes) -> None:
-  """Writes `data` (str or bytes) to `path` through a temporary file and a rename."""
+  """Writes `data` (str or bytes) to `path` through a temporary file and a rename; the file gets
+  the mode `open` would give it (`give_default_mode`)."""
   directory = os.path.dirname(os.path.abspath(path))
   os.makedirs(directory, exist_ok=True)
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-" + os.path.basename(path))
   try:
+    give_default_mode(tmp)
     with os.fdopen(fd, "wb") as f:
       f.write(data.encode("utf-8") if isinstance(data, str) else data)
       f.flush()
@@ -420,6 +445,7 @@ def save_keras(output_dir: str, path: str, checkpoint_path: str | None = None) -
   fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-", suffix=".keras")
   os.close(fd)
   try:
+    give_default_mode(tmp)
     model.save(tmp)
     with zipfile.ZipFile(tmp, "a") as archive:
       archive.writestr(KERAS_RECORD, json.dumps(record, indent=2, sort_keys=True))

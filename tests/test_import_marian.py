@@ -24,6 +24,7 @@ from t2t_lite.graph_functions import graph_function  # noqa: E402
 from t2t_lite.hparams import DecodeHParams  # noqa: E402
 from t2t_lite.importers import arrays, marian  # noqa: E402
 from t2t_lite.token_ids import EOS_ID, PAD_ID  # noqa: E402
+from file_modes import modes_unlike_the_umasks  # noqa: E402
 
 ENGLISH = ["A man is riding a bike down the street .", "Two dogs play in the white snow .",
            "The woman reads a book at home .", "A child throws a red ball to the dog .",
@@ -111,6 +112,7 @@ def test_directory_is_an_ordinary_step_0_model_directory(imported):
           hparams.decoder_start, hparams.layer_norm_epsilon, hparams.never_predict_pad) == (
               "post", "swish", "sinusoid_paper_halves", "pad_embedding", 1e-5, False)
   assert vocab.pieces[:3] == ["<pad>", "</s>", "<unk>"]  # t2t_lite's PAD, EOS, UNK ids
+  assert not modes_unlike_the_umasks(out)  # made in a temporary folder, then renamed
 
 
 def test_tokenization_equals_marian_tokenizer(hf_model_dir, imported):

@@ -12,6 +12,8 @@ import tensorflow as tf
 from t2t_lite import model_dir
 from t2t_lite.bin import decoder, trainer
 
+from file_modes import modes_unlike_the_umasks
+
 MICRO = ("transformer_tiny,hidden_size=32,filter_size=64,num_heads=2,num_hidden_layers=1,"
          "batch_size=256,max_length=16,eval_bleu_examples=0,weight_ema_decay=0.9")
 
@@ -61,6 +63,9 @@ def test_the_decoder_decodes_the_keras_file_as_the_checkpoint(trained, tmp_path)
                          f"--decode_to_file={tmp_path / name}", "--decode_hparams=beam_size=2"]) == 0
     outputs[name] = (tmp_path / name).read_text(encoding="utf-8")
   assert outputs["keras"] == outputs["checkpoint"] and len(outputs["keras"].splitlines()) == 3
+  # What the training and the decodes wrote (hparams.json, vocab.model, best/, the .keras file,
+  # the translations) has the mode of any new file, like TensorFlow's checkpoints beside them.
+  assert not modes_unlike_the_umasks(trained, tmp_path / "checkpoint", tmp_path / "keras")
 
 
 def test_a_file_that_is_not_ours_is_a_clear_error(tmp_path, capsys):

@@ -351,6 +351,7 @@ def import_marian(source: str, output_dir: str, hparams_overrides: str = "",
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(dir=parent, prefix=f".import-{os.path.basename(output_dir)}-")
   try:
+    model_dir.give_default_mode(tmp)
     flags = {"from": "marian", "source": os.path.abspath(source)}
     model_dir.write_model_dir(tmp, hparams, problem_name, flags, vocab.vocab_size)
     model_dir.write_vocab(tmp, vocab)

@@ -134,6 +134,7 @@ def write_best(output_dir: str, checkpoint: tf.train.Checkpoint, step: int, reco
   """
   tmp = tempfile.mkdtemp(dir=output_dir, prefix=".tmp-best-")
   try:
+    model_dir.give_default_mode(tmp)
     if saved:
       prefix = _link_checkpoint(saved, tmp)
     else:
