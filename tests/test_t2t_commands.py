@@ -124,6 +124,72 @@ def test_unknown_names_exit_2_with_a_suggestion(model, main, argv, suggestion, c
   assert f"Did you mean '{suggestion}'" in capsys.readouterr().err
 
 
+def bad_raw_data(folder):
+  """A Multi30k folder whose train.de has one line fewer than train.en."""
+  folder.mkdir()
+  (folder / "train.en").write_text("A man .\nA dog .\n", encoding="utf-8")
+  (folder / "train.de").write_text("Ein Mann .\n", encoding="utf-8")
+  return folder
+
+
+@pytest.mark.parametrize("main, argv, message", [
+    (trainer.main, ["--train_steps=-5"], "--train_steps must be >= 0"),
+    (trainer.main, ["--output_dir={tmp}/a_file"], "is a file; give a directory"),
+    (trainer.main, ["--raw_data_dir={tmp}/none"], "missing data file {tmp}/none/train.en"),
+    (trainer.main, ["--raw_data_dir={bad}"], "train.en has 2 lines, {bad}/train.de has 1"),
+    (datagen.main, ["--raw_data_dir={bad}"], "train.en has 2 lines, {bad}/train.de has 1"),
+    (datagen.main, ["--raw_data_dir={bad}", "--splits=train,bogus"], "unknown split 'bogus'"),
+    (datagen.main, ["--raw_data_dir={bad}", "--splits=,"], "--splits names no split"),
+    (datagen.main, ["--raw_data_dir={bad}", "--train_shards=0"], "--train_shards must be >= 1"),
+])
+def test_bad_data_and_numbers_exit_2_with_what_was_wrong(tmp_path, main, argv, message, capsys):
+  """Raw files that are missing or do not pair line for line, a typo in --splits, and numbers out
+  of range: `error: ...` and exit status 2, no traceback (the trainer checked the same raw files
+  inside its data pipeline and datagen in its shard writer, both with a traceback and status 1)."""
+  bad = bad_raw_data(tmp_path / "bad")
+  (tmp_path / "a_file").write_text("not a directory\n")
+  fill = lambda a: a.format(tmp=tmp_path, bad=bad)  # noqa: E731
+  common = ["--problem=translate_ende_multi30k", f"--data_dir={tmp_path / 'data'}"]
+  if main is trainer.main:
+    common += [f"--output_dir={tmp_path / 'model'}", "--hparams=multi30k_tiny", "--train_steps=1"]
+  assert exit_status(main, [*common, *map(fill, argv)]) == 2
+  err = capsys.readouterr().err
+  assert "error: " in err and fill(message) in err and "Traceback" not in err, err
+  assert not os.path.exists(tmp_path / "model" / "ckpt-1.index")
+
+
+@pytest.mark.parametrize("main, argv, message", [
+    (trainer.main, ["--problem=translate_ende_multi30k", "--output_dir={file}"],
+     "--output_dir {file} is a file"),
+    (datagen.main, ["--problem=translate_ende_multi30k", "--data_dir={file}"],
+     "--data_dir {file} is a file"),
+    (decoder.main, ["--output_dir={model}", "--decode_from_file={dir}"],
+     "--decode_from_file {dir} is a directory"),
+    (decoder.main, ["--output_dir={model}", "--decode_from_file={file}", "--decode_to_file={dir}"],
+     "--decode_to_file {dir} is a directory"),
+    (decoder.main, ["--output_dir={model}", "--score_file={dir}"], "--score_file {dir} is a directory"),
+    (bleu.main, ["--translation={dir}", "--reference={file}"], "--translation {dir} is a directory"),
+    (bleu.main, ["--translation={file}", "--reference={dir}"], "--reference {dir} is a directory"),
+    (avg_checkpoints.main, ["--output_dir={model}", "--num_last_checkpoints=1", "--avg_dir={file}"],
+     "--avg_dir {file} is a file"),
+    (exporter.main, ["--output_dir={model}", "--export_dir={file}"], "--export_dir {file} is a file"),
+    (exporter.main, ["--output_dir={model}", "--export_dir={file}", "--export_format=ctranslate2"],
+     "--export_dir {file} is a file"),
+])
+def test_a_path_of_the_wrong_kind_exits_2_before_any_work(model, tmp_path, main, argv, message, capsys):
+  """A directory where a file is read or written, a file where a directory is written: refused
+  before the model loads (the decoder used to translate the whole file first, then fail to rename
+  its output onto the directory, with a traceback)."""
+  model_path, _ = model
+  (tmp_path / "dir").mkdir()
+  (tmp_path / "file").write_text("A man .\n")
+  fill = lambda a: a.format(model=model_path, dir=tmp_path / "dir", file=tmp_path / "file")  # noqa: E731
+  assert exit_status(main, list(map(fill, argv))) == 2
+  err = capsys.readouterr().err
+  assert f"error: {fill(message)}; give a " in err and "Traceback" not in err, err
+  assert sorted(os.listdir(tmp_path)) == ["dir", "file"] and not os.listdir(tmp_path / "dir")
+
+
 @pytest.mark.parametrize("command", [trainer, decoder, datagen, exporter, avg_checkpoints, avg_all,
                                      bleu, attention])
 def test_every_flag_has_help_and_its_default(command):

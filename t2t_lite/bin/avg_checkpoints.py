@@ -56,6 +56,7 @@ def main(argv=None):
         args.avg_dir or f"{output_dir.rstrip('/')}/averaged", "averaged")
     checkpoints = ([args.prefix + c.strip() for c in args.checkpoints.split(",") if c.strip()]
                    if args.checkpoints else None)
+    common.check_paths(dirs=[("--avg_dir" if args.avg_dir else "--output_path", out_dir)])
     if args.end_at_best and checkpoints:
       raise common.UsageError("give --checkpoints or --end_at_best, not both")
   try:

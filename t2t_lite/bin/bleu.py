@@ -26,6 +26,8 @@ def build_parser():
 
 def main(argv=None):
   args = common.parse_args(build_parser(), argv)
+  with common.usage_errors():
+    common.check_paths(files=[("--translation", args.translation), ("--reference", args.reference)])
   try:
     print(bleu_score.bleu_files(args.translation, args.reference, args.lang, args.bleu_variant))
   except (FileNotFoundError, ValueError) as e:

@@ -29,6 +29,17 @@ def usage_errors():
     raise SystemExit(2) from None
 
 
+def check_paths(files=(), dirs=()):
+  """Refuses, before any work, a flag naming a path of the wrong kind: `files` and `dirs` are
+  (flag, path) pairs of files read or written and of directories written (None: not given)."""
+  for flag, path in files:
+    if path and os.path.isdir(path):
+      raise UsageError(f"{flag} {path} is a directory; give a file")
+  for flag, path in dirs:
+    if path and os.path.exists(path) and not os.path.isdir(path):
+      raise UsageError(f"{flag} {path} is a file; give a directory")
+
+
 def parse_bool(text):
   """T2T's (absl's) boolean values: true/false, 1/0, yes/no, t/f, y/n."""
   lowered = str(text).strip().lower()

@@ -8,6 +8,7 @@ Thin: parses flags and calls `t2t_lite.data.token_shards.generate_data`.
 
 import json
 import logging
+import sys
 
 from t2t_lite.bin import common
 
@@ -35,11 +36,24 @@ def main(argv=None):
   logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
   # Imported after parsing so --help is instant.
   from t2t_lite.data.token_shards import generate_data  # pylint: disable=import-outside-toplevel
+  from t2t_lite.data.text_files import DataError  # pylint: disable=import-outside-toplevel
+  from t2t_lite.problems.base import check_split  # pylint: disable=import-outside-toplevel
   with common.usage_errors():
     common.load_usr_dir(args)
     problem = common.get_problem(args)
-  manifest = generate_data(problem, args.data_dir, splits=tuple(args.splits.split(",")),
-                           train_shards=args.train_shards)
+    splits = tuple(split.strip() for split in args.splits.split(",") if split.strip())
+    if not splits:
+      raise common.UsageError("--splits names no split; give some of train,dev,test")
+    for split in splits:
+      check_split(split)
+    common.check_paths(dirs=[("--data_dir", args.data_dir)])
+    if args.train_shards < 1:
+      raise common.UsageError(f"--train_shards must be >= 1, got {args.train_shards}")
+  try:
+    manifest = generate_data(problem, args.data_dir, splits=splits, train_shards=args.train_shards)
+  except DataError as e:  # missing, unreadable or mismatched raw files: the message says which
+    print(f"error: {e}", file=sys.stderr)
+    return 2
   print(json.dumps(manifest, indent=2))
   return 0
 

@@ -78,6 +78,9 @@ def decode(args):
     decode_hparams = model_dir.decode_defaults(problem).parse(args.decode_hparams)
     if args.score_file and args.decode_interactive:
       raise common.UsageError("give --score_file or --decode_interactive, not both")
+    common.check_paths(files=[("--decode_from_file", args.decode_from_file),
+                              ("--score_file", args.score_file),
+                              ("--decode_to_file", args.decode_to_file)])
   from t2t_lite.decoding import decode_files
   try:
     if args.score_file:

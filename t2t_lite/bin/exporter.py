@@ -48,6 +48,7 @@ def main(argv=None):
   with common.usage_errors():  # (a missing model directory is a ModelDirError, a ValueError)
     problem = common.check_recorded(args, args.output_dir)
     decode_hparams = model_dir.decode_defaults(problem).parse(args.decode_hparams)
+    common.check_paths(dirs=[("--export_dir", args.export_dir)])
   checkpoint_dir = (os.path.dirname(args.checkpoint_path) if args.checkpoint_path
                     else args.output_dir)
   if args.export_format == "ctranslate2":

@@ -192,6 +192,10 @@ def main(argv=None):
     if args.xla_compile is not None:  # --xla_compile or --noxla_compile
       hparams = hparams.replace(xla_compile=args.xla_compile)
     check_workers(args.worker_replicas, args.worker_id)
+    if args.train_steps < 0:
+      raise common.UsageError(f"--train_steps must be >= 0 (the update to train up to), got "
+                              f"{args.train_steps}")
+    common.check_paths(dirs=[("--output_dir", args.output_dir), ("--data_dir", args.data_dir)])
     from t2t_lite.training.best import EarlyStopping
     early_stopping = EarlyStopping(args.eval_early_stopping_metric,
                                    args.eval_early_stopping_metric_minimize,
@@ -209,6 +213,7 @@ def main(argv=None):
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_parallelism_threads)
   # --random_seed is hparams.seed: the Trainer seeds the weights and dropout, the pipeline the
   # shuffle (tf.random.set_seed here would drop the tokenizer of an already loaded vocabulary).
+  from t2t_lite.data.text_files import DataError
   from t2t_lite.decoding import dev_bleu
   from t2t_lite.training import distribute, evaluation, train_loop
   eval_split = "test" if args.eval_use_test_set else "dev"
@@ -250,7 +255,7 @@ def main(argv=None):
         save_checkpoints_secs=args.save_checkpoints_secs,
         keep_checkpoint_every_n_hours=args.keep_checkpoint_every_n_hours, eval_split=eval_split,
         warm_start=warm_start, early_stopping=early_stopping)
-  except model_dir.ModelDirError as e:
+  except (model_dir.ModelDirError, DataError) as e:  # DataError: the raw files, named in it
     print(f"error: {e}", file=sys.stderr)
     return 2
   except train_loop.NonFiniteLossError as e:

@@ -137,6 +137,8 @@ def generate_data(problem, data_dir: str, splits: tuple[str, ...] = ("train", "d
   swaps them when reading). Splits the problem does not have (no files) are skipped with a
   warning.
   """
+  if train_shards < 1:
+    raise ValueError(f"train_shards must be >= 1, got {train_shards}")
   problem = getattr(problem, "base", problem)
   os.makedirs(data_dir, exist_ok=True)
   vocab = problem.get_vocab(data_dir)
