@@ -173,6 +173,9 @@ def test_bad_data_and_numbers_exit_2_with_what_was_wrong(tmp_path, main, argv, m
     (avg_checkpoints.main, ["--output_dir={model}", "--num_last_checkpoints=1", "--avg_dir={file}"],
      "--avg_dir {file} is a file"),
     (exporter.main, ["--output_dir={model}", "--export_dir={file}"], "--export_dir {file} is a file"),
+    (avg_all.main, ["--model_dir={model}", "--output_dir={file}", "--n=1"], "--output_dir {file} is a file"),
+    (avg_all.main, ["--model_dir={dir}/none", "--output_dir={dir}/avg"],
+     "--model_dir {dir}/none does not exist"),
     (exporter.main, ["--output_dir={model}", "--export_dir={file}", "--export_format=ctranslate2"],
      "--export_dir {file} is a file"),
 ])
@@ -186,7 +189,7 @@ def test_a_path_of_the_wrong_kind_exits_2_before_any_work(model, tmp_path, main,
   fill = lambda a: a.format(model=model_path, dir=tmp_path / "dir", file=tmp_path / "file")  # noqa: E731
   assert exit_status(main, list(map(fill, argv))) == 2
   err = capsys.readouterr().err
-  assert f"error: {fill(message)}; give a " in err and "Traceback" not in err, err
+  assert f"error: {fill(message)}; give " in err and "Traceback" not in err, err
   assert sorted(os.listdir(tmp_path)) == ["dir", "file"] and not os.listdir(tmp_path / "dir")
 
 

@@ -9,6 +9,7 @@ training run for new checkpoints. OUTPUT_DIR is a model directory (hparams.json 
 copied). Only the checkpoints the trainer keeps (--keep_checkpoint_max) can be averaged.
 """
 
+import os
 import sys
 
 from t2t_lite.bin import common
@@ -32,6 +33,10 @@ def main(argv=None):
   with common.usage_errors():
     if args.n < 1:
       raise common.UsageError(f"--n must be >= 1, got {args.n}")
+    common.check_paths(dirs=[("--model_dir", args.model_dir), ("--output_dir", args.output_dir)])
+    if not args.wait_minutes and not os.path.isdir(args.model_dir):
+      raise common.UsageError(f"--model_dir {args.model_dir} does not exist; give the trainer's "
+                              "model directory (--wait_minutes waits for a training to start)")
   try:
     written = average.average_all(args.model_dir, args.output_dir, args.n, args.min_steps,
                                   args.wait_minutes)
