@@ -286,6 +286,12 @@ def restore_model(output_dir: str, checkpoint_path: str | None = None
     raise ModelDirError(
         f"{output_dir} has no checkpoint: train first (t2t-lite-trainer --output_dir={output_dir}) "
         "or pass --checkpoint_path.")
+  if not tf.io.gfile.exists(path + ".index"):
+    state = tf.train.get_checkpoint_state(os.path.dirname(path) or ".")
+    kept = [os.path.basename(p) for p in (state.all_model_checkpoint_paths if state else [])]
+    raise ModelDirError(
+        f"no checkpoint {path} (no {path}.index); give a checkpoint's prefix, without .index or "
+        ".data-*" + (f": {os.path.dirname(path) or '.'} has {', '.join(kept)}" if kept else ""))
   hparams, model = build_recorded_model(output_dir)
   restore_weights(model, path)
   return hparams, model, path

@@ -193,6 +193,28 @@ def test_a_path_of_the_wrong_kind_exits_2_before_any_work(model, tmp_path, main,
   assert sorted(os.listdir(tmp_path)) == ["dir", "file"] and not os.listdir(tmp_path / "dir")
 
 
+@pytest.mark.parametrize("main, argv", [
+    (decoder.main, ["--decode_from_file={file}"]),
+    (exporter.main, []),
+    (exporter.main, ["--export_format=ctranslate2"]),
+    (attention.main, ["--source=A man .", "--out_dir={tmp}/pictures"]),
+])
+def test_a_checkpoint_path_that_does_not_exist_exits_2_naming_the_kept_ones(model, tmp_path, main, argv,
+                                                                            capsys):
+  """--checkpoint_path of a checkpoint that is not there (a typo, a step the trainer no longer
+  keeps): TensorFlow's NotFoundError was a traceback and status 1."""
+  model_path, _ = model
+  (tmp_path / "file").write_text("A man .\n")
+  kept = sorted((f.name[:-len(".index")] for f in model_path.glob("ckpt-*.index")),
+                key=lambda name: int(name.split("-")[1]))
+  argv = [a.format(file=tmp_path / "file", tmp=tmp_path) for a in argv]
+  assert exit_status(main, [f"--output_dir={model_path}", f"--checkpoint_path={model_path}/ckpt-999",
+                            *argv]) == 2
+  err = capsys.readouterr().err
+  assert f"error: no checkpoint {model_path}/ckpt-999 " in err and "Traceback" not in err, err
+  assert err.rstrip().endswith(f"{model_path} has {', '.join(kept)}"), err
+
+
 @pytest.mark.parametrize("command", [trainer, decoder, datagen, exporter, avg_checkpoints, avg_all,
                                      bleu, attention])
 def test_every_flag_has_help_and_its_default(command):
