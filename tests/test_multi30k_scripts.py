@@ -198,15 +198,17 @@ def test_the_recipe_defaults_are_the_val_leader_of_the_tuning_table():
 
 
 def test_quickstart_runs_the_recipe_with_its_short_budget_settings_then_translates(copy):
-  """scripts/quickstart.sh: the recipe for 8 minutes with warmup 400 at the set's peak and the
-  average of 2 checkpoints (chosen on val for that budget, docs/getting-started.md), into
+  """scripts/quickstart.sh: the recipe for 8 minutes with batches of 2,048 tokens, warmup 400 at
+  the set's peak and the average of 2 checkpoints (chosen on val for that budget,
+  docs/getting-started.md), into
   runs/quickstart; then its three sentences through the averaged model; each setting still
   overridable."""
   shutil.copy(REPO / "scripts" / "quickstart.sh", copy / "scripts" / "quickstart.sh")
   result, calls = run(copy, "quickstart.sh")
   assert result.returncode == 0, result.stderr
   trainer, = of(calls, "trainer")
-  assert ("--hparams=multi30k_tiny,learning_rate_warmup_steps=400,learning_rate_constant=1.1314 "
+  assert ("--hparams=multi30k_tiny,batch_size=2048,learning_rate_warmup_steps=400,"
+          "learning_rate_constant=1.1314 "
           "--output_dir=runs/quickstart --train_steps=100000 --train_minutes=8 "
           "--save_checkpoints_steps=200 --keep_checkpoint_max=10 ") in trainer
   average, = of(calls, "average")
@@ -231,7 +233,8 @@ def test_quickstart_runs_the_recipe_with_its_short_budget_settings_then_translat
 
 def test_quickstart_warms_up_to_the_recipe_sets_peak_learning_rate():
   """The quickstart's shorter warmup reaches the same peak learning rate as the recipe's set (the
-  schedule the trainer builds, at the end of each warmup), and stays below it before."""
+  schedule the trainer builds, at the end of each warmup), and stays below it before; besides
+  that and half the batch, it trains the recipe's set."""
   from t2t_lite.hparams import get_hparams  # pylint: disable=import-outside-toplevel
   from t2t_lite.training.schedule import TransformerSchedule  # pylint: disable=import-outside-toplevel
 
@@ -239,8 +242,10 @@ def test_quickstart_warms_up_to_the_recipe_sets_peak_learning_rate():
   quick = get_hparams(re.search(r"^export HPARAMS=\$\{HPARAMS:-(.*)\}$", text, re.M).group(1))
   recipe = get_hparams("multi30k_tiny")
   assert quick.learning_rate_warmup_steps == 400 < recipe.learning_rate_warmup_steps
+  assert quick.batch_size == 2048 == recipe.batch_size // 2
   assert quick.replace(learning_rate_warmup_steps=recipe.learning_rate_warmup_steps,
-                       learning_rate_constant=recipe.learning_rate_constant) == recipe
+                       learning_rate_constant=recipe.learning_rate_constant,
+                       batch_size=recipe.batch_size) == recipe
 
   def rate(h, update):  # the schedule at 1-based update `update`
     schedule = TransformerSchedule(h.hidden_size, h.learning_rate_warmup_steps,
