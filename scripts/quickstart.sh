@@ -21,6 +21,11 @@ cd "$(dirname "$0")/.."
 export TRAIN_MINUTES=${TRAIN_MINUTES:-8} OUT=${OUT:-runs/quickstart}
 export HPARAMS=${HPARAMS:-multi30k_tiny,batch_size=2048,learning_rate_warmup_steps=400,learning_rate_constant=1.1314}
 export AVERAGE=${AVERAGE:-2}
+if [ -e "$OUT/hparams.json" ]; then  # the trainer would resume it, or refuse other settings
+  echo "error: $OUT holds an earlier run; the quickstart trains from scratch. Move it away" \
+       "(mv $OUT $OUT.old) or choose another folder (OUT=runs/quickstart2 bash scripts/quickstart.sh)" >&2
+  exit 2
+fi
 bash scripts/multi30k_recipe.sh
 . .venv/bin/activate
 printf '%s\n' "A man in a red shirt is riding a bicycle down the street ." \

@@ -222,6 +222,11 @@ def test_quickstart_runs_the_recipe_with_its_short_budget_settings_then_translat
       "runs/quickstart/averaged beam_size=4,alpha=1.2,extra_length=50 "
       "A woman is reading a book in the park .\n")
   assert result.stdout.count("runs/quickstart/averaged beam_size=4,alpha=1.2,extra_length=50 ") == 3
+  # A second run into the same folder would resume the first (or be refused for other settings):
+  # it stops before any command, saying how to keep the first run.
+  result, calls = run(copy, "quickstart.sh")
+  assert result.returncode == 2 and calls == []
+  assert "error: runs/quickstart holds an earlier run" in result.stderr and "OUT=" in result.stderr
   result, calls = run(copy, "quickstart.sh", TRAIN_MINUTES="3", AVERAGE="3", HPARAMS="multi30k_tiny",
                       OUT="runs/other")
   assert result.returncode == 0, result.stderr
