@@ -152,6 +152,22 @@ def test_an_unwritable_folder_is_read_only_or_off(tmp_path, tensorflow_not_loade
   assert "cannot create or write" in warnings[-1] and environ == {}
 
 
+def test_writable_sees_a_folder_it_cannot_make_or_write(tmp_path, monkeypatch):
+  """Runs as root too (as here and in CI), which writes into read-only folders: a folder beneath
+  a regular file cannot be made by anyone, and a folder whose temporary file is refused stands
+  for one root cannot write into (a read-only mount)."""
+  assert xla_cache._writable(str(tmp_path / "a" / "b"))
+  (tmp_path / "f").write_text("a file, not a folder")
+  assert not xla_cache._writable(str(tmp_path / "f" / "x"))
+  assert not (tmp_path / "f" / "x").exists() and (tmp_path / "f").is_file()
+
+  def refused(*args, **kwargs):
+    raise PermissionError(13, "Permission denied", kwargs.get("dir"))
+
+  monkeypatch.setattr(xla_cache.tempfile, "TemporaryFile", refused)
+  assert not xla_cache._writable(str(tmp_path / "a" / "b"))    # the folder is there, not writable
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
 def test_writable_sees_a_read_only_folder(tmp_path):
   assert xla_cache._writable(str(tmp_path / "a" / "b"))
