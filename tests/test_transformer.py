@@ -12,7 +12,8 @@ from t2t_lite import registry
 from t2t_lite.hparams import ModelConfig, get_hparams
 from t2t_lite.hparams.transformer import TABLE3_ROWS
 from t2t_lite.models import Transformer
-from test_layers import np_timing_signal
+from test_layers import (CONFIG, attention_weights_np, np_attention, np_ffn, np_layer_norm,
+                         np_sublayer, np_timing_signal)
 
 VOCAB = 23
 TINY = ModelConfig(hidden_size=16, filter_size=32, num_heads=4, num_encoder_layers=2,
@@ -271,6 +272,71 @@ def test_attention_weights_for_pictures():
   decoder_self = to_np(weights["decoder_self"][0])
   assert np.all(np.triu(decoder_self, k=1) == 0)                     # no attention to the future
   assert np.all(to_np(weights["encoder_decoder"][1])[0, :, :, 5:] == 0)  # nor to source padding
+
+
+def np_attention_weights(model, source, targets):
+  """`Transformer.attention_weights` written in numpy from the model's weights: the embedded
+  source (E[ids] sqrt(d) + PE, PAD to zeros) through every encoder layer, the targets shifted
+  right (start id 0, embedded to zeros as T2T's shift_right_3d) through every decoder layer,
+  keeping each attention's weights [B, H, Tq, Tk], layer by layer."""
+  config = model.config
+  table, heads = to_np(model.embedding.embeddings), config.num_heads
+  signal = np_timing_signal(range(max(source.shape[1], targets.shape[1])), config.hidden_size)
+
+  def embed(ids):
+    return table[ids] * config.hidden_size ** 0.5 * (ids != 0)[..., None] + signal[:ids.shape[1]]
+
+  def sublayer(x, attention, keys, mask, norm, kept):
+    def attend(y):
+      output, weights = np_attention(y, y if keys is None else keys, *attention_weights_np(attention),
+                                     heads, mask)
+      kept.append(weights)
+      return output
+    return np_sublayer(x, attend, norm, config.norm_type)
+
+  def feed_forward(x, layer):
+    return np_sublayer(x, lambda y: np_ffn(y, layer.feed_forward), layer.feed_forward_norm,
+                       config.norm_type)
+
+  def final_norm(x, stack):
+    return np_layer_norm(x, stack.final_norm) if config.norm_type == "pre" else x
+
+  weights = {"encoder_self": [], "decoder_self": [], "encoder_decoder": []}
+  source_mask = (source != 0)[:, None, :]
+  x = embed(source)
+  for layer in model.encoder.layers:
+    x = sublayer(x, layer.self_attention, None, source_mask, layer.self_attention_norm,
+                 weights["encoder_self"])
+    x = feed_forward(x, layer)
+  memory = final_norm(x, model.encoder)
+  x = embed(np.concatenate([np.zeros_like(targets[:, :1]), targets[:, :-1]], axis=1))
+  causal = np.tril(np.ones((targets.shape[1],) * 2, bool))
+  for layer in model.decoder.layers:
+    x = sublayer(x, layer.self_attention, None, causal, layer.self_attention_norm,
+                 weights["decoder_self"])
+    x = sublayer(x, layer.encdec_attention, memory, source_mask, layer.encdec_attention_norm,
+                 weights["encoder_decoder"])
+    x = feed_forward(x, layer)
+  return weights
+
+
+@pytest.mark.parametrize("norm_type", ["pre", "post"])
+def test_attention_weights_are_every_layers_and_heads_softmax_of_its_own_input(norm_type):
+  """Each of the lists `attention_weights` returns, for the pictures of the server and page, is
+  softmax(Q K^T / sqrt(d_k) + mask) of its layer (in order) and head, computed in numpy from the
+  layer's kernels and the input that layer really receives: the normalized sub-layer input
+  (pre-norm), the previous layer's output, the targets shifted right. The test above checks only
+  properties (shapes, rows summing to 1, causality, no weight on padding), which hold as well
+  for layer 0's weights repeated, the layers reversed, unshifted targets, or weights computed on
+  the un-normalized input."""
+  model = randomize(tiny_model(norm_type=norm_type, layer_norm_epsilon=CONFIG.layer_norm_epsilon))
+  expected = np_attention_weights(model, SOURCE, TARGETS)
+  got = model.attention_weights(SOURCE, TARGETS)
+  assert set(got) == set(expected)
+  for name, layers in expected.items():
+    assert len(got[name]) == len(layers) == 2
+    for i, weights in enumerate(layers):
+      np.testing.assert_allclose(to_np(got[name][i]), weights, atol=1e-5, err_msg=f"{name}[{i}]")
 
 
 def test_dropout_only_in_training():
