@@ -18,6 +18,7 @@ from conftest import TINY_TEST_HPARAMS
 from t2t_lite import model_dir as model_dir_lib
 from t2t_lite.bin import (attention, avg_all, avg_checkpoints, bleu, datagen, decoder, exporter,
                           trainer)
+from t2t_lite.data import token_shards
 from t2t_lite.decoding import scoring
 from t2t_lite.decoding.translator import Translator, encode_sources, load_translator, make_search_fn
 from t2t_lite.hparams import DecodeHParams
@@ -156,6 +157,28 @@ def test_bad_data_and_numbers_exit_2_with_what_was_wrong(tmp_path, main, argv, m
   err = capsys.readouterr().err
   assert "error: " in err and fill(message) in err and "Traceback" not in err, err
   assert not os.path.exists(tmp_path / "model" / "ckpt-1.index")
+
+
+def test_datagen_writes_the_train_split_into_train_shards_files(model, multi30k_slice, tmp_path):
+  """--train_shards: the train split in that many TFRecord files, the pairs round-robin over
+  them, and the manifest naming them (a datagen writing its default 8 whatever the flag said
+  passed every test that gave the flag only out of range)."""
+  _, vocab_dir = model
+  data_dir = tmp_path / "data"
+  data_dir.mkdir()
+  for name in os.listdir(vocab_dir):  # the slice's vocabulary, built once per session
+    if name.startswith("vocab."):
+      shutil.copy(vocab_dir / name, data_dir / name)
+  assert datagen.main(["--problem=translate_ende_multi30k", f"--data_dir={data_dir}",
+                       f"--raw_data_dir={multi30k_slice}", "--splits=train", "--train_shards=3"]) == 0
+  names = token_shards.shard_names("translate_ende_multi30k", "train", 3)
+  assert names[-1] == "translate_ende_multi30k-train-00002-of-00003.tfrecord"
+  assert sorted(n for n in os.listdir(data_dir) if n.endswith(".tfrecord")) == names
+  train = token_shards.read_manifest(str(data_dir), "translate_ende_multi30k")["splits"]["train"]
+  pairs = len((multi30k_slice / "train.en").read_text(encoding="utf-8").splitlines())
+  assert train["files"] == names and train["pairs"] == pairs
+  counts = [sum(1 for _ in tf.data.TFRecordDataset(str(data_dir / name))) for name in names]
+  assert counts == [len(range(i, pairs, 3)) for i in range(3)], counts
 
 
 @pytest.mark.parametrize("main, argv, message", [
@@ -348,15 +371,20 @@ def _read_line(stream, timeout=600):
   return stream.readline().decode("utf-8").rstrip("\n")
 
 
-def test_interactive_answers_each_line_before_the_next_is_sent(model):
+def test_interactive_answers_each_line_before_the_next_is_sent(model, tiny_decode_defaults):
+  """Each answer is its own line's translation. The 30-step model can write the same text for
+  different lines (tests/test_decoder.py), so the answers carry their scores
+  (`write_beam_scores`): a decoder answering every line with the first line's translation fails."""
   model_dir, _ = model
+  lines = ["A man is riding a bike .", "Two dogs play in the snow ."]
+  decode = f"beam_size=2,extra_length=10,write_beam_scores=true,{FAST}"
   process = subprocess.Popen(
       [sys.executable, "-m", "t2t_lite.bin.decoder", f"--output_dir={model_dir}",
-       "--decode_interactive", f"--decode_hparams=beam_size=2,extra_length=10,{FAST}"],
+       "--decode_interactive", f"--decode_hparams={decode}"],
       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
   try:
     answers = []
-    for line in ("A man is riding a bike .", "Two dogs play in the snow ."):
+    for line in lines:
       process.stdin.write((line + "\n").encode("utf-8"))
       process.stdin.flush()  # the pipe stays open: only an answer per line lets the test go on
       answers.append(_read_line(process.stdout))
@@ -365,9 +393,11 @@ def test_interactive_answers_each_line_before_the_next_is_sent(model):
     assert process.wait(timeout=120) == 0
   finally:
     process.kill()
-  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=2, extra_length=10,
-                                                                xla=False))
-  assert answers == translator.translate(["A man is riding a bike .", "Two dogs play in the snow ."])
+  # The command's decode hparams: the problem's defaults (alpha 1.2), then --decode_hparams.
+  translator, _ = load_translator(str(model_dir), tiny_decode_defaults.parse(decode))
+  expected = translator.translate(lines)
+  assert len(set(expected)) == len(lines), expected
+  assert answers == expected
 
 
 def test_max_input_size_nonpositive_means_no_limit(model, tmp_path, capsys):
@@ -393,20 +423,22 @@ def test_max_input_size_nonpositive_means_no_limit(model, tmp_path, capsys):
   assert out.read_text(encoding="utf-8").count("\n") == 1
 
 
-def test_delimiter_num_samples_and_num_decodes(model, tmp_path):
+def test_delimiter_num_samples_and_num_decodes(model, tmp_path, tiny_decode_defaults):
   """T2T's decode hparams: records split by `delimiter` (stripped), the first `num_samples`
-  decoded, `num_decodes` passes one after another, each record ended by the delimiter."""
+  decoded, `num_decodes` passes one after another, each record ended by the delimiter. Each
+  translation carries its score (`write_beam_scores`), so the two records' outputs differ even
+  where the 30-step model writes the same text: a split repeating a record fails."""
   model_dir, _ = model
   source = tmp_path / "in.txt"
   source.write_text("A man .; Two dogs play .;\nA cat .;", encoding="utf-8")
   out = tmp_path / "out.txt"
+  decode = f"beam_size=1,extra_length=8,write_beam_scores=true,{FAST}"
   assert decoder.main([f"--output_dir={model_dir}", f"--decode_from_file={source}",
                        f"--decode_to_file={out}",
-                       "--decode_hparams=beam_size=1,extra_length=8,delimiter=;,num_samples=2,"
-                       f"num_decodes=2,{FAST}"]) == 0
-  translator, _ = load_translator(str(model_dir), DecodeHParams(beam_size=1, extra_length=8,
-                                                                xla=False))
+                       f"--decode_hparams={decode},delimiter=;,num_samples=2,num_decodes=2"]) == 0
+  translator, _ = load_translator(str(model_dir), tiny_decode_defaults.parse(decode))
   once = translator.translate(["A man .", "Two dogs play ."])
+  assert len(set(once)) == 2, once
   assert out.read_text(encoding="utf-8") == "".join(t + ";" for t in once + once)
 
 
