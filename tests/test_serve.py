@@ -12,6 +12,7 @@ import concurrent.futures
 import json
 import os
 import queue
+import re
 import signal
 import subprocess
 import sys
@@ -406,10 +407,17 @@ def test_batching_options_check_their_values():
   assert BatchingOptions().batch_sizes == (1, 2, 4, 8, 16)   # the default, for a 2-core CPU
   assert BatchingOptions(max_batch_size=8, allowed_batch_sizes=(2, 8)).padded_size(3) == 8
   assert BatchingOptions(max_batch_size=8, max_enqueued_batches=3).capacity == 24
-  for bad in ({"max_batch_size": 0}, {"batch_timeout_micros": -1}, {"max_enqueued_batches": 0},
-              {"max_batch_size": 8, "allowed_batch_sizes": (4, 2, 8)},
-              {"max_batch_size": 8, "allowed_batch_sizes": (2, 4)}):
-    with pytest.raises(ValueError):
+  # Each refused by its own check: the message names the option, the rule and the value given.
+  sizes_rule = ("allowed_batch_sizes must increase, start at >= 1 and end with max_batch_size=8 "
+                "(TF Serving's rule), got ")
+  for bad, message in (
+      ({"max_batch_size": 0}, "max_batch_size must be >= 1, got 0"),
+      ({"batch_timeout_micros": -1}, "batch_timeout_micros must be >= 0, got -1"),
+      ({"max_enqueued_batches": 0}, "max_enqueued_batches must be >= 1, got 0"),
+      ({"max_batch_size": 8, "allowed_batch_sizes": (4, 2, 8)}, sizes_rule + "[4, 2, 8]"),  # decreases
+      ({"max_batch_size": 8, "allowed_batch_sizes": (0, 8)}, sizes_rule + "[0, 8]"),        # below 1
+      ({"max_batch_size": 8, "allowed_batch_sizes": (2, 4)}, sizes_rule + "[2, 4]")):       # ends short
+    with pytest.raises(ValueError, match=re.escape(message)):
       BatchingOptions(**bad)
 
 
@@ -730,7 +738,7 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model_dir, backend):
       process.send_signal(signal.SIGTERM)
       expect("Shutting down")
       expect("Waiting for connections to close")          # uvicorn stopped listening
-      with pytest.raises(urllib.error.URLError):
+      with pytest.raises(urllib.error.URLError) as refused:
         get(f"{url}/health")
       for _ in sentences:                                 # release the batches one by one
         process.stdin.write("go\n")
@@ -739,6 +747,11 @@ def test_sigterm_finishes_the_requests_in_flight_then_exits(model_dir, backend):
         status, body = future.result(HANG_GUARD)
         assert status == 200, body
         assert body["predictions"][0]["translations"] == expected[sentence][0]
+    # Refused, not answered: an HTTPError (a URLError too, say 503) would be a server still
+    # listening. Checked once the batches are released: failing while they are held would wait
+    # out the requests' HANG_GUARD.
+    assert not isinstance(refused.value, urllib.error.HTTPError), refused.value
+    assert isinstance(refused.value.reason, ConnectionRefusedError), refused.value
     assert process.wait(HANG_GUARD) == 0
   finally:
     if process.poll() is None:
