@@ -103,16 +103,25 @@ def predict(client, body, name="ende"):
 
 # --- TF Serving's API against the decoder and the SavedModel. -----------------------------------
 
-def test_row_and_columnar_requests_give_the_decoders_translations(client, decoded):
+def test_row_and_columnar_requests_give_the_decoders_translations(client, backend, decoded):
+  # The Translator's own best-only beams of SENTENCES (the backend's decode hparams): the served
+  # score is the best (first) beam's. Beam 2 gives each line more than one beam, and on some line
+  # the others score differently, so a score taken from another beam is caught.
+  beams = backend.translator.translate_beams(SENTENCES, best_only=True)
+  assert all(len(line) == 2 for i, line in enumerate(beams) if i != 1) and beams[1] == []
+  assert any(line[-1][1] != line[0][1] for line in beams if line)
+  best_scores = [line[0][1] if line else 0.0 for line in beams]
   b64 = [{"b64": base64.b64encode(s.encode("utf-8")).decode("ascii")} for s in SENTENCES]
   for instances in (SENTENCES, [{"text": s} for s in SENTENCES], b64):
     predictions = predict(client, {"instances": instances})["predictions"]
     assert [p["translations"] for p in predictions] == decoded
     assert all(isinstance(p["scores"], float) for p in predictions)
+    np.testing.assert_allclose([p["scores"] for p in predictions], best_scores, rtol=1e-5, atol=1e-6)
     assert predictions[1] == {"translations": "", "scores": 0.0}
   for inputs in ({"text": SENTENCES}, SENTENCES):
     outputs = predict(client, {"inputs": inputs, "signature_name": "serving_default"})["outputs"]
     assert outputs["translations"] == decoded and len(outputs["scores"]) == len(SENTENCES)
+    np.testing.assert_allclose(outputs["scores"], best_scores, rtol=1e-5, atol=1e-6)
 
 
 def test_nbest_equals_the_saved_models_nbest_signature(client, saved_client, saved_backend, decoded):
