@@ -5,12 +5,14 @@ is what is checked), and the WMT14 recipe's real commands in their dry-run form.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+import sacrebleu
 import tensorflow as tf
 
 from t2t_lite.bin import avg_checkpoints, bleu, decoder, exporter, trainer
@@ -45,12 +47,20 @@ def test_multi30k_train_average_decode_score_export_serve(multi30k_slice, tmp_pa
   assert decoder.main([f"--output_dir={out}/averaged", f"--decode_from_file={source}",
                        f"--decode_to_file={hyp}", decode,
                        f"--decode_reference={reference}"]) == 0
-  assert "sacreBLEU" in capsys.readouterr().err
+  reported = capsys.readouterr().err
   lines = hyp.read_text(encoding="utf-8").split("\n")[:-1]
   assert len(lines) == 24
   assert bleu.main([f"--translation={hyp}", f"--reference={reference}"]) == 0
   scored = capsys.readouterr().out
   assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in scored
+  # --decode_reference scored the translations it wrote against the reference: sacreBLEU computed
+  # here on the two files, and both of its lines as t2t-lite-bleu prints them for those files.
+  references = reference.read_text(encoding="utf-8").split("\n")[:-1]
+  expected = sacrebleu.corpus_bleu(lines, [references]).score
+  assert expected < 90   # a poor model's: not the 100 of the reference scored against itself
+  assert re.search(r"^sacreBLEU = ([\d.]+) ", reported, re.M).group(1) == f"{expected:.2f}"
+  report = [line for line in reported.split("\n") if line.startswith(("sacreBLEU = ", "tokenized BLEU = "))]
+  assert len(report) == 2 and report == scored.split("\n")[:2]
 
   assert exporter.main([f"--output_dir={out}/averaged", f"--export_dir={tmp_path}/export", decode,
                         "--version=1"]) == 0
