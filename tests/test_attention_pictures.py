@@ -72,18 +72,27 @@ def test_wrong_shapes_and_arguments_are_explained(weights, tmp_path):
   assert not os.listdir(tmp_path), "nothing is written when the input is wrong"
 
 
-def test_attention_command_on_a_trained_model(tiny_model_dir, tmp_path):
-  """Every layer and head of all three kinds, for a real model and sentence pair."""
+def test_attention_command_on_a_trained_model(tiny_model_dir, tmp_path, capsys):
+  """Every layer and head of all three kinds, for a real model and sentence pair: the source's
+  pieces label the encoder side and the target's the decoder side (a source and a target of
+  different lengths, so swapping them cannot pass), and the weights saved are
+  `attention_for_pair`'s for the pair in that order. (Only shapes were checked before, so the
+  command passing the target as the source and the source as the target passed.)"""
   from t2t_lite.bin import attention
-  from t2t_lite.decoding.attention_pictures import load_attention
+  from t2t_lite.decoding.attention_pictures import attention_for_pair, load_attention
   from t2t_lite import model_dir as model_dir_lib
   model_dir, _ = tiny_model_dir
   out = tmp_path / "pictures"
-  assert attention.main([f"--output_dir={model_dir}", "--source=A man rides a horse .",
-                         "--target=Ein Mann reitet ein Pferd .", f"--out_dir={out}", "--word=1"]) == 0
+  source, target = "A man in a red shirt rides a horse down the street .", "Ein Hund ."
+  assert attention.main([f"--output_dir={model_dir}", f"--source={source}", f"--target={target}",
+                         f"--out_dir={out}", "--word=1"]) == 0
+  assert f"target: {target}" in capsys.readouterr().out
   hparams = model_dir_lib.read_model_dir(str(model_dir))[1]
   weights, source_tokens, target_tokens = load_attention(str(out / "attention.npz"))
-  assert source_tokens[-1] == "</s>" and target_tokens[-1] == "</s>"
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  assert source_tokens == list(vocab.id_to_piece(vocab.encode(source))) + ["</s>"]
+  assert target_tokens == list(vocab.id_to_piece(vocab.encode_targets(target))) + ["</s>"]
+  assert len(source_tokens) > len(target_tokens) + 5
   for kind, (rows, cols) in {"encoder_self": (source_tokens, source_tokens),
                              "decoder_self": (target_tokens, target_tokens),
                              "encoder_decoder": (target_tokens, source_tokens)}.items():
@@ -96,6 +105,12 @@ def test_attention_command_on_a_trained_model(tiny_model_dir, tmp_path):
   decoder_self = weights["decoder_self"][0]
   assert abs(np.triu(decoder_self, k=1)).max() == 0  # causal: no weight on future targets
   assert list(out.glob("encoder_self_layer*_word1.png"))
+  model = model_dir_lib.restore_model(str(model_dir))[1]
+  expected, *labels, _ = attention_for_pair(model, vocab, source, target)
+  assert labels == [source_tokens, target_tokens] and sorted(expected) == sorted(weights)
+  for kind, layers in expected.items():
+    for want, saved in zip(layers, weights[kind], strict=True):
+      np.testing.assert_allclose(saved, want, rtol=1e-5, atol=1e-6)
 
 
 def test_figures_draw_the_given_weights_of_the_right_query_on_the_right_axes():

@@ -319,8 +319,37 @@ def test_evaluate_linearized_repairs_and_counts(sample_trees):
   result = evalb.evaluate_linearized(wrong, gold)
   assert (result.leaf_count_right, result.repaired) == (1, 2)
   assert "leaf count right before repair: 1 of 3 (33.3%)" in str(result)
+  # The repaired trees are scored as the test side against the gold trees: the gold side's
+  # brackets are the gold trees' own, and the repairs lost brackets, so P > R.
+  scored, expected = result.evalb.all, evalb.evaluate(gold, result.trees).all
+  assert (scored.matched, scored.gold_brackets, scored.test_brackets) == \
+      (expected.matched, evalb.evaluate(gold, gold).all.matched, expected.test_brackets)
+  assert scored.matched < scored.test_brackets < scored.gold_brackets
+  assert scored.precision > scored.recall and scored.f1 < 100
   with pytest.raises(ValueError, match="2 decoded lines for 3 gold trees"):
     evalb.evaluate_linearized(lines[:2], gold)
+
+
+# GOLD linearized, an extra NP over the PP (5 of 6 test brackets match, all 5 gold ones) and the
+# VP mislabeled ADJP (4 of 5 and 4 of 5): 9 matched, 10 gold, 11 test brackets.
+GOLD_LINEARIZED = "(S (NP XX XX ) (VP XX (PP XX (NP XX XX ) ) ) XX )"
+EXTRA_NP_LINEARIZED = "(S (NP XX XX ) (VP XX (NP (PP XX (NP XX XX ) ) ) ) XX )"
+ADJP_LINEARIZED = "(S (NP XX XX ) (ADJP XX (PP XX (NP XX XX ) ) ) XX )"
+HAND_SCORES = "P 81.82 R 90.00 F1 85.71 (9 matched, 10 gold, 11 test brackets; 2 sentences"
+
+
+def test_evaluate_linearized_scores_wrong_trees_by_hand():
+  """P = 9/11, R = 9/10, F1 = 18/21 (the two sentences of `test_evalb_one_wrong_bracket_by_hand`,
+  decoded): the decoded trees are the test side, the gold trees the gold side. (Only correct
+  trees were scored before: scoring the gold trees against themselves, or with the two sides
+  swapped, P and R, still gave 100.)"""
+  assert linearize.linearize(tree(GOLD)) == GOLD_LINEARIZED
+  result = evalb.evaluate_linearized([EXTRA_NP_LINEARIZED, ADJP_LINEARIZED], [tree(GOLD)] * 2)
+  s = result.evalb.all
+  assert (s.matched, s.gold_brackets, s.test_brackets, s.complete_match) == (9, 10, 11, 0)
+  assert (round(s.precision, 4), round(s.recall, 4), round(s.f1, 4)) == \
+      (round(900 / 11, 4), 90.0, round(1800 / 21, 4))
+  assert str(result).startswith(f"all sentences:   {HAND_SCORES}")
 
 
 # --- Baseline. -----------------------------------------------------------------------------------
@@ -358,6 +387,24 @@ def test_parse_eval_command(ptb, sample_trees, tmp_path, capsys):
   decoded.write_text("(S XX )\n")
   assert parse_eval.main([f"--gold_dir={ptb}", f"--decoded={decoded}"]) == 2
   assert "1 decoded lines for 273 gold trees" in capsys.readouterr().err
+
+
+def test_parse_eval_command_scores_wrong_trees_by_hand(tmp_path, capsys):
+  """The command on a one-file treebank whose dev split is GOLD twice, decoded with an extra
+  and a mislabeled bracket: the scores by hand above (P 81.82 < R 90.00), and the trees it
+  writes for the real EVALB are the decoded ones with the gold tags."""
+  from t2t_lite.bin import parse_eval
+  (tmp_path / "wsj_2201.mrg").write_text(f"( {GOLD} )\n( {GOLD} )\n")
+  decoded, trees = tmp_path / "dev.out", tmp_path / "dev.tst"
+  decoded.write_text(f"{EXTRA_NP_LINEARIZED}\n{ADJP_LINEARIZED}\n")
+  assert parse_eval.main([f"--gold_dir={tmp_path}", f"--decoded={decoded}",
+                          f"--write_trees={trees}"]) == 0
+  out = capsys.readouterr().out
+  assert f"all sentences:   {HAND_SCORES}, 0 complete, 0 skipped)" in out
+  assert f"<= 40 words:     {HAND_SCORES}" in out and "trees repaired: 0 of 2" in out
+  assert trees.read_text().splitlines() == [
+      GOLD.replace("(PP", "(NP (PP").replace("mat)))) (.", "mat))))) (."),
+      GOLD.replace("(VP", "(ADJP")]
 
 
 # --- The problem, its vocabulary and hparams. -----------------------------------------------------
