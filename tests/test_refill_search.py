@@ -41,15 +41,17 @@ CONSTRAINT = TreeConstraint(VOCAB, open_ids=[2, 3], close_ids=[4], leaf_ids=[5],
 class EosRising:
   """The model with its EOS logit raised by 1.5 x (step - an offset of 1 to 17 set by the row's
   source length: 5 to 17 for LENGTHS): each sentence ends near its own step, wherever its rows
-  are."""
+  are. `lineages`: for each step traced, whether its cache is a beam's shared one (a lineage)."""
 
   def __init__(self, model):
     self.model = model
+    self.lineages = []
 
   def __getattr__(self, name):
     return getattr(self.model, name)
 
   def decode_step(self, ids, step, cache, **kwargs):
+    self.lineages.append("lineage" in cache)
     logits, cache = self.model.decode_step(ids, step, cache, **kwargs)
     length = ops.sum(ops.cast(cache["source_mask"], "float32"), axis=1)   # [sentences]
     if "lineage" in cache and not kwargs.get("shared_start"):  # shared by g rows: [sentences * g]
@@ -105,7 +107,7 @@ def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refi
   """The refill search over all ROWS rows, the sentences in `order` (then the padding rows),
   decoding the first `count` of them for each of `counts` (one compiled program: the count is an
   argument); `shared`: the decode hparam `shared_beam_cache`; `order` default: index order."""
-  model = tiny_model()
+  model = EosRising(tiny_model().model)
   encode, search = make_refill_fns(model, decode_hparams(beam_size, shared, slots, beam_stop),
                                    model.config.max_position, CONSTRAINT if constrained else None)
   rows = list(range(len(LENGTHS)) if order is None else order) + list(range(len(LENGTHS), ROWS))
@@ -123,6 +125,8 @@ def refilled(beam_size, constrained, xla, counts, shared=True, slots=DECODE.refi
                             input_signature=signature)
   outputs = [compiled(tf.constant(batch), memory, tf.constant(count)) for count in counts]
   assert compiled.experimental_get_tracing_count() == 1
+  # The steps ran on the layout asked for: the beam's shared cache, or one per hypothesis.
+  assert model.lineages and set(model.lineages) == {shared and beam_size > 1}, model.lineages
   return [(ids.numpy(), scores.numpy()) for ids, scores in outputs]
 
 

@@ -145,7 +145,8 @@ def test_shared_start_is_step_0_once_per_sentence():
 def test_search_with_the_shared_cache_equals_the_tiled_search(xla, constrained):
   """`make_search_fn`, beam 4, cache phases 16, 32, 63: every beam (the n-best list) the same
   ids with `shared_beam_cache` on and off, scores within float noise; outputs end on both sides
-  of the phase boundaries."""
+  of the phase boundaries. On, the steps really run on the shared cache (its lineage), step 0
+  once per sentence; off, on the tiled one, every step a row per hypothesis."""
   from t2t_lite.graph_functions import graph_function
   from t2t_lite.hparams import DecodeHParams
   model = tiny_transformer(seed=1)
@@ -155,15 +156,22 @@ def test_search_with_the_shared_cache_equals_the_tiled_search(xla, constrained):
     encode, init_cache, output_projection = model.encode, model.init_cache, model.output_projection
 
     def __init__(self):
-      self.decode_step = eos_rising(model, 4, [], np.array([6, 20, 40], "float32"))
+      self.steps = set()  # (rows, the cache has a lineage) of each step traced
+      self.eos_rising = eos_rising(model, 4, [], np.array([6, 20, 40], "float32"))
 
-  results = {}
+    def decode_step(self, ids, step, cache, **kwargs):
+      self.steps.add((ids.shape[0], "lineage" in cache))
+      return self.eos_rising(ids, step, cache, **kwargs)
+
+  results, steps = {}, {}
   for shared in (True, False):
     dh = DecodeHParams(beam_size=4, alpha=0.6, extra_length=20, xla=xla, shared_beam_cache=shared)
-    search = translator.make_search_fn(EosRising(), dh, 1024,
-                                       tree_constraint() if constrained else None)
+    fake = EosRising()
+    search = translator.make_search_fn(fake, dh, 1024, tree_constraint() if constrained else None)
     compiled = graph_function(search, jit_compile=xla)
-    results[shared] = [t.numpy() for t in compiled(GRAPH_SOURCES)]
+    results[shared], steps[shared] = [t.numpy() for t in compiled(GRAPH_SOURCES)], fake.steps
+  # 3 sentences, 12 hypotheses: shared, step 0 on 3 rows and the others on 12, all with a lineage.
+  assert steps[True] == {(3, True), (12, True)} and steps[False] == {(12, False)}, steps
   np.testing.assert_array_equal(results[True][0], results[False][0])
   np.testing.assert_allclose(results[True][1], results[False][1], rtol=1e-5, atol=1e-5)
   lengths = [output_length(row) for row in results[True][0][:, 0]]

@@ -145,16 +145,38 @@ def test_the_translator_compiled_with_xla_translates_alike():
   rng = np.random.default_rng(4)
   sources = [list(rng.integers(2, 10, size=n)) + [1] for n in (1, 12, 3, 6, 2, 9, 4)]
 
+  class Recording:
+    """The model, recording the rows of each decode step the search is traced with and whether
+    its cache is the beams' shared one (it has a lineage)."""
+
+    def __init__(self):
+      self.steps = set()
+
+    def __getattr__(self, name):
+      return getattr(model, name)
+
+    def decode_step(self, ids, step, cache, **kwargs):
+      self.steps.add((ids.shape[0], "lineage" in cache))
+      return model.decode_step(ids, step, cache, **kwargs)
+
   def translate(shrink, shared):
     hparams = DecodeHParams(beam_size=3, alpha=0.6, extra_length=6, batch_size=8,
                             shrink_batch=shrink, shared_beam_cache=shared)
-    return Translator(model, None, hparams).translate_ids(sources)
+    recording = Recording()
+    return Translator(recording, None, hparams).translate_ids(sources), recording.steps
 
-  full = translate(0, True)
+  full, steps = translate(0, True)
   lengths = {len(line[0][0]) for line in full}
   assert len(lengths) >= 3, f"the outputs should end at mixed lengths, got lengths {lengths}"
+  # The whole batch: 8 sentences x 3 beams, step 0 once per sentence on the shared cache.
+  assert steps == {(8, True), (24, True)}, steps
   for shared in (True, False):
-    for full_line, shrunk_line in zip(full, translate(2, shared)):
+    shrunk, steps = translate(2, shared)
+    # Shrinking, the search also has steps over 4 and 2 sentences (a loop per size, traced
+    # with its rows), on the shared cache or the tiled one.
+    assert steps == ({(8, True), (24, True), (12, True), (6, True)} if shared else
+                     {(24, False), (12, False), (6, False)}), steps
+    for full_line, shrunk_line in zip(full, shrunk):
       assert [ids for ids, _ in shrunk_line] == [ids for ids, _ in full_line]
       np.testing.assert_allclose([s for _, s in shrunk_line], [s for _, s in full_line], rtol=1e-5)
 
