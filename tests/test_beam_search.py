@@ -3,6 +3,7 @@
 Backend-agnostic (keras.ops + numpy): run with KERAS_BACKEND=tensorflow and KERAS_BACKEND=jax.
 """
 
+import collections
 import functools
 import importlib
 import itertools
@@ -475,6 +476,23 @@ def test_sampling_follows_the_tempered_distribution_and_top_k():
   np.testing.assert_allclose(frequencies, expected, atol=0.03)
   top2, _ = sampling_search(fn, {}, n, 1, temperature=1.0, top_k=2, seed=3)
   assert set(np.unique(numpy(top2))) == {2, 3}
+
+
+def test_sampling_draws_a_new_random_number_at_every_step():
+  """Two steps whose logits ignore the last token: the pairs are independent, so each pair's
+  count is binomial with the product of the two steps' probabilities, and falls within 5 of its
+  standard deviations. One random number per sentence reused at both steps picks the same
+  quantile of both distributions (A A, B A, C B or C C; never A C): the one-step test missed it."""
+  step_probs = [{A: 0.2, B: 0.3, C: 0.5}, {A: 0.5, B: 0.3, C: 0.2}]   # no PAD, no EOS
+  fn, table = markov_fn([{last: probs for last in range(5)} for probs in step_probs])
+  n = 4000
+  ids, _ = sampling_search(fn, {}, n, max_decode_length=2, temperature=1.0, seed=7)
+  counts = collections.Counter(map(tuple, numpy(ids).tolist()))
+  pairs = list(itertools.product((A, B, C), repeat=2))
+  assert set(counts) <= set(pairs)
+  for pair in pairs:
+    p = math.exp(markov_log_prob(table, pair))                   # 0.2 * 0.5 for (A, A), ...
+    assert abs(counts[pair] - n * p) <= 5 * math.sqrt(n * p * (1 - p)), (pair, counts[pair], n * p)
 
 
 @pytest.mark.parametrize("run", [lambda f, *a: f(*a), lambda f, *a: compiled(f)(*a)],

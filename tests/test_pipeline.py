@@ -53,8 +53,13 @@ def test_small_steps_do_what_their_docstrings_say():
   with_eos = next(iter(pipeline.append_eos(chunks)))
   assert with_eos["inputs"].to_list() == [[5, 1], [5, 6, 7, 1]]
   assert with_eos["targets"].to_list() == [[6, 7, 1], [6, 1]]
-  kept = next(iter(pipeline.filter_by_length(pipeline.append_eos(chunks), 3)))
-  assert kept["inputs"].to_list() == [[5, 1]] and kept["targets"].to_list() == [[6, 7, 1]]
+  # The longer side counts, either side: a long target is dropped too, a side at the limit is kept.
+  mixed = tf.data.Dataset.from_tensors(
+      {"inputs": tf.ragged.constant([[5], [5, 6, 7], [5], [5, 6]]),
+       "targets": tf.ragged.constant([[6, 7], [6], [6, 7, 8], [6]])})
+  kept = next(iter(pipeline.filter_by_length(pipeline.append_eos(mixed), 3)))
+  assert kept["inputs"].to_list() == [[5, 1], [5, 6, 1]]
+  assert kept["targets"].to_list() == [[6, 7, 1], [6, 1]]
   pairs = list(pipeline.unchunk(pipeline.append_eos(chunks)).as_numpy_iterator())
   assert [p["targets"].tolist() for p in pairs] == [[6, 7, 1], [6, 1]]
   batch = next(iter(pipeline.batch_by_length(pipeline.unchunk(pipeline.append_eos(chunks)), 32, 16)))
