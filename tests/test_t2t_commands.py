@@ -309,7 +309,9 @@ def _forced_log_prob(base, vocab, source, target):
 
 def test_score_file_equals_a_teacher_forced_pass(model, tmp_path, capsys):
   """`--score_file`: each line's score is log P(target + EOS | source) from the model's full
-  teacher-forced pass, over ((5 + len) / 6) ** alpha; alpha=0 gives the log-probability."""
+  teacher-forced pass, over ((5 + len) / 6) ** alpha; alpha=0 gives the log-probability. A line
+  with an empty side gets its score too (the last two: a scorer dropping them wrote 3 scores, and
+  a zip of 3 scores with 5 pairs checked only the first 3)."""
   model_dir, _ = model
   _, base, _ = model_dir_lib.restore_model(str(model_dir))
   vocab = model_dir_lib.load_vocab(str(model_dir))
@@ -323,6 +325,7 @@ def test_score_file_equals_a_teacher_forced_pass(model, tmp_path, capsys):
     assert decoder.main([f"--output_dir={model_dir}", f"--score_file={path}",
                          f"--decode_to_file={out}", f"--decode_hparams=alpha={alpha},batch_size=2"]) == 0
     written = [float(line) for line in out.read_text().split("\n")[:-1]]
+    assert len(written) == len(pairs), written
     for (source, target), score in zip(pairs, written):
       total, length = _forced_log_prob(base, vocab, source, target)
       assert score == pytest.approx(total / ((5 + length) / 6) ** alpha, abs=2e-4)

@@ -138,8 +138,9 @@ def test_checkpoints_every_n_seconds(tmp_path, monkeypatch, capsys):
   """--save_checkpoints_secs: checkpoints (and evaluations) follow the clock, not the step
   count. A fake clock stands still except that every update takes exactly 1 s, so with a 2 s
   interval the checkpoints are exactly steps 2, 4 and 6 (not every update, not only the last).
-  keep_checkpoint_every_n_hours keeps them. (The copy task and a one-layer d32 model: the clock
-  is what is checked.)"""
+  keep_checkpoint_every_n_hours keeps them (keep_checkpoint_max alone prunes them:
+  tests/test_trainer.py). (The copy task and a one-layer d32 model: the clock is what is
+  checked.)"""
   from t2t_lite.hparams import get_hparams
   from t2t_lite.problems import get_problem
   now = [0.0]

@@ -123,6 +123,47 @@ def test_checkpoint_averaging_is_the_elementwise_mean(copy_run, tmp_path):
   model_dir.restore_model(str(tmp_path / "avg"))
 
 
+@pytest.fixture(scope="module")
+def ema_run(tmp_path_factory):
+  """The copy task trained 3 updates with weight_ema_decay, a checkpoint at each, keeping 2 (and
+  no keep_checkpoint_every_n_hours, which would keep them all)."""
+  root = tmp_path_factory.mktemp("ema_run")
+  out = str(root / "run")
+  hparams = get_hparams(TINY, MICRO + ",learning_rate_warmup_steps=4,weight_ema_decay=0.7")
+  train_loop.train_and_evaluate(get_problem("algorithmic_copy"), hparams, out, str(root / "data"),
+                                train_steps=3, eval_steps=0, save_checkpoints_steps=1,
+                                keep_checkpoint_max=2)
+  return out
+
+
+def test_keep_checkpoint_max_removes_the_older_checkpoints(ema_run):
+  """keep_checkpoint_max=2: of checkpoints 1, 2 and 3 only the last two remain, on disk and in
+  the `checkpoint` state file (tests/test_t2t_trainer.py keeps them by the hour)."""
+  state = tf.train.get_checkpoint_state(ema_run)
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == ["ckpt-2", "ckpt-3"]
+  assert {n.split(".")[0] for n in os.listdir(ema_run) if n.startswith("ckpt-")} == {"ckpt-2", "ckpt-3"}
+  assert sorted(n for n in os.listdir(ema_run) if n.endswith(".index")) == ["ckpt-2.index", "ckpt-3.index"]
+
+
+def test_averaging_checkpoints_with_moving_averages_takes_the_averages(ema_run, tmp_path):
+  """Checkpoints trained with weight_ema_decay contribute their moving averages (`ema/...`, what
+  they decode with), not the weights (`model/...`): each averaged variable is the mean of the
+  checkpoints' averages, and differs from the mean of their weights."""
+  paths = average.last_checkpoints(ema_run, 2)
+  prefix = average.average_checkpoints(ema_run, str(tmp_path / "avg"), 2)
+  readers = [tf.train.load_checkpoint(p) for p in paths]
+  averaged = tf.train.load_checkpoint(prefix)
+  names = [n[len(model_dir.EMA_ROOT) + 1:] for n, _ in tf.train.list_variables(paths[-1])
+           if n.startswith(model_dir.EMA_ROOT + "/") and n.endswith("VARIABLE_VALUE")]
+  assert len(names) > 10
+  for name in names:
+    emas = np.mean([r.get_tensor(f"{model_dir.EMA_ROOT}/{name}") for r in readers], axis=0)
+    weights = np.mean([r.get_tensor(f"model/{name}") for r in readers], axis=0)
+    np.testing.assert_allclose(averaged.get_tensor(f"model/{name}"), emas, rtol=1e-6, atol=1e-7,
+                               err_msg=name)
+    assert not np.allclose(emas, weights, rtol=1e-6, atol=1e-7), name
+
+
 def test_tpu_needs_xla_compile_and_static_shapes():
   from t2t_lite.training import distribute  # pylint: disable=import-outside-toplevel
   tpu = object.__new__(tf.distribute.TPUStrategy)  # only its type is looked at
