@@ -60,6 +60,25 @@ def css(driver, selector):
   return driver.find_elements(By.CSS_SELECTOR, selector)
 
 
+def shown_heatmap(driver):
+  """The heatmap as drawn, read in one script (no half-redrawn table): (source tokens, target
+  tokens, the cells' data-weight per target row)."""
+  source_tokens, target_tokens, weights = driver.execute_script(
+      "const q = (s, f) => Array.from(document.querySelectorAll(s), f);"
+      "return [q('#heatmap thead th span', e => e.textContent), q('#heatmap tbody th', e => e.textContent),"
+      " q('#heatmap td.cell', e => e.dataset.weight)];")
+  assert len(weights) == len(source_tokens) * len(target_tokens)
+  weights = np.array([float(w) for w in weights]).reshape(len(target_tokens), len(source_tokens))
+  return source_tokens, target_tokens, weights
+
+
+def nbest_shown(driver):
+  """The n-best list as shown, read in one script: [(text, score as printed)], best first."""
+  return [tuple(item) for item in driver.execute_script(
+      "return Array.from(document.querySelectorAll('#nbest li'), li =>"
+      " [li.querySelector('span.text').textContent, li.querySelector('span.score').textContent]);")]
+
+
 def open_page_and_translate(driver, url, sentences):
   driver.get(url)
   wait(driver, lambda d: d.execute_script("return document.body.dataset.ready === 'true'"))
@@ -86,37 +105,43 @@ def test_page_shows_translations_nbest_and_attention_heatmap(browser, backend, t
         b[0][0] for b in beams]
     assert backend.translator.translate(SENTENCES) == [b[0][0] for b in beams]
 
-    # The first row is selected: its n-best list, best first, with scores.
-    items = css(browser, "#nbest li")
-    assert [li.find_element("css selector", "span.text").text for li in items] == [t for t, _ in beams[0]]
-    assert [li.find_element("css selector", "span.score").text for li in items] == [
-        f"{s:.3f}" for _, s in beams[0]]
+    # The first row is selected: its n-best list, best first, with scores. Row 1's list differs
+    # (scores at least), so the page showing row 0's list or row 1's tells which row it follows.
+    nbest = [[(t, f"{s:.3f}") for t, s in b] for b in beams]
+    assert nbest[0] != nbest[1]
+    assert nbest_shown(browser) == nbest[0]
 
     # The heatmap: one cell per (target piece, source piece), last layer, mean of the heads.
     wait(browser, lambda d: d.execute_script("return document.getElementById('heatmap').dataset.drawn"))
-    weights, source_tokens, target_tokens, _ = attention_pictures.attention_for_pair(
-        backend.translator.model, backend.vocab, SENTENCES[0], beams[0][0][0])
-    assert [th.text for th in css(browser, "#heatmap thead th span")] == source_tokens
-    assert [th.text for th in css(browser, "#heatmap tbody th")] == target_tokens
+    expected = []
+    for sentence, b in zip(SENTENCES[:2], beams):
+      weights, source_tokens, target_tokens, _ = attention_pictures.attention_for_pair(
+          backend.translator.model, backend.vocab, sentence, b[0][0])
+      expected.append((source_tokens, target_tokens,
+                       np.mean(np.asarray(weights["encoder_decoder"][-1]), axis=0)))
+    assert expected[0][0] != expected[1][0]                       # different sources: rows differ
+    shown = shown_heatmap(browser)
+    assert shown[:2] == expected[0][:2]
+    np.testing.assert_allclose(shown[2], expected[0][2], atol=1e-3)
     cells = css(browser, "#heatmap td.cell")
-    assert len(cells) == len(source_tokens) * len(target_tokens)
-    shown = np.array([float(c.get_attribute("data-weight")) for c in cells]).reshape(
-        len(target_tokens), len(source_tokens))
-    np.testing.assert_allclose(shown, np.mean(np.asarray(weights["encoder_decoder"][-1]), axis=0),
-                               atol=1e-3)
     colors = {c.value_of_css_property("background-color") for c in cells}
     assert len(colors) > len(cells) // 4                           # drawn: weights as colours
     browser.save_screenshot(str(tmp_path / "serve_page.png"))
     if os.environ.get("T2T_LITE_UPDATE_SCREENSHOT") == "1":
       shutil.copy(tmp_path / "serve_page.png", REPO / "docs" / "images" / "serve_page.png")
 
-    # Another row, another head: the page follows.
+    # Another row, another heatmap: the page follows. Selecting fills the n-best list and empties
+    # the heatmap in one step, so once row 1's list shows, a non-empty heatmap is the one drawn
+    # for row 1 (a page that kept row 0's heatmap fails the comparison at once, with no wait out).
     rows[1].click()
-    wait(browser, lambda d: [li.find_element("css selector", "span.text").text
-                             for li in css(d, "#nbest li")] == [t for t, _ in beams[1]])
-    wait(browser, lambda d: len(css(d, "#heatmap tbody th")) == len(
-        attention_pictures.attention_for_pair(backend.translator.model, backend.vocab,
-                                              SENTENCES[1], beams[1][0][0])[2]))
+    wait(browser, lambda d: nbest_shown(d) == nbest[1])
+    assert "selected" in rows[1].get_attribute("class").split()
+    wait(browser, lambda d: d.execute_script(
+        "return document.querySelector('#heatmap tbody th') !== null"
+        " || !document.getElementById('attention-note').textContent.startsWith('computing')"))
+    shown = shown_heatmap(browser)
+    assert shown[:2] == expected[1][:2]
+    np.testing.assert_allclose(shown[2], expected[1][2], atol=1e-3)
 
 
 # --- A parsing model: its output as a tree. --------------------------------------------------------
