@@ -1,5 +1,7 @@
 """The shared subword vocabulary: exact round trip, T2T ids, determinism, caching, SavedModel."""
 
+import hashlib
+import json
 import logging
 import os
 
@@ -116,6 +118,77 @@ def test_vocab_size_shrinks_on_a_small_corpus(tmp_path, caplog):
   assert 256 < small.vocab_size < 8000
   assert "corpus too small for a vocabulary of 8000" in caplog.text
   assert small.decode(small.encode("the cat über")) == "the cat über"
+
+
+def corpus_warnings(caplog):
+  return [r.getMessage() for r in caplog.records if "was built from" in r.getMessage()]
+
+
+def test_a_vocab_built_from_one_corpus_warns_when_loaded_for_another(tmp_path, caplog):
+  """The `.json` beside the model records the corpus; a load with another corpus warns, naming
+  both and what to do, and keeps the file; a load with the same corpus is quiet."""
+  path = str(tmp_path / "vocab.tiny.300.model")
+  lines = ["the cat sat on the mat", "der Hund lief über die Wiese"] * 5
+
+  def fail():
+    raise AssertionError("the cached vocabulary must not be rebuilt")
+
+  with caplog.at_level(logging.WARNING):
+    built = vocab_lib.get_or_build_subword_vocab(path, lambda: iter(lines), 300, corpus="corpus-A")
+  assert not corpus_warnings(caplog)
+  with open(tmp_path / "vocab.tiny.300.json", encoding="utf-8") as f:
+    meta = json.load(f)
+  assert meta["corpus"] == "corpus-A" and meta["requested_vocab_size"] == 300
+  assert meta["vocab_size"] == built.vocab_size
+  assert meta["sha256"] == hashlib.sha256(built.model_proto).hexdigest()
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    other = vocab_lib.get_or_build_subword_vocab(path, fail, 300, corpus="corpus-B")
+  assert other.model_proto == built.model_proto
+  warnings = corpus_warnings(caplog)
+  assert len(warnings) == 1, caplog.text
+  message = warnings[0]
+  assert message.startswith(path)
+  assert "was built from 'corpus-A', now used for 'corpus-B'" in message
+  assert "use another data_dir per corpus" in message
+  with open(tmp_path / "vocab.tiny.300.json", encoding="utf-8") as f:
+    assert json.load(f) == meta                         # the record still names the first corpus
+  caplog.clear()
+  with caplog.at_level(logging.WARNING):
+    vocab_lib.get_or_build_subword_vocab(path, fail, 300, corpus="corpus-A")
+  assert not corpus_warnings(caplog)
+
+
+def test_a_problems_vocab_records_its_raw_files_and_warns_for_other_files(tmp_path, caplog):
+  """Through the problem's own path (get_vocab): the recorded corpus names the real train files,
+  and the same data_dir used with another raw_data_dir warns, naming both sets of files."""
+  for folder, english in ((tmp_path / "a", "a house"), (tmp_path / "b", "a garden")):
+    folder.mkdir()
+    (folder / "train.en").write_text(f"{english}\nthe cat sat on the mat\n" * 3, encoding="utf-8")
+    (folder / "train.de").write_text("ein Haus\ndie Katze saß auf der Matte\n" * 3, encoding="utf-8")
+  (tmp_path / "link").symlink_to(tmp_path / "a")
+  data_dir = str(tmp_path / "data")
+
+  def files(folder):
+    real = os.path.realpath
+    return f"local:{real(folder / 'train.en')}+{real(folder / 'train.de')}"
+
+  def get_vocab(folder):
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+      vocab = get_problem("translate_ende_multi30k", raw_data_dir=str(folder)).get_vocab(data_dir)
+    return vocab, corpus_warnings(caplog)
+
+  built, warnings = get_vocab(tmp_path / "a")
+  assert not warnings
+  with open(os.path.join(data_dir, "vocab.translate_ende_multi30k.8000.json"), encoding="utf-8") as f:
+    assert json.load(f)["corpus"] == files(tmp_path / "a")
+  other, warnings = get_vocab(tmp_path / "b")
+  assert other.model_proto == built.model_proto
+  assert len(warnings) == 1, caplog.text
+  assert f"was built from {files(tmp_path / 'a')!r}, now used for {files(tmp_path / 'b')!r}" in warnings[0]
+  _, warnings = get_vocab(tmp_path / "link")             # the same files through a link
+  assert not warnings
 
 
 def test_tokenizer_lives_inside_a_saved_model(vocab, tmp_path):
