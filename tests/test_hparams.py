@@ -39,11 +39,67 @@ def test_paper_and_t2t_sets():
   assert get_hparams("transformer_big_single_gpu").learning_rate_warmup_steps == 16000
   assert get_hparams("transformer_base_single_gpu").batch_size == 1024
   assert get_hparams("tiny").hidden_size == 128 and get_hparams("small").hidden_size == 256
-  assert len(TABLE3_ROWS) == 18
-  for name in TABLE3_ROWS:
-    assert name in registry.hparams_sets
-  assert get_hparams("transformer_table3_b_dk16").key_channels == 128
-  assert get_hparams("transformer_table3_e_learned").position_encoding == "learned"
+
+
+# Table 3 of the paper (REFERENCE.md section 3), written out here from the paper rather than read
+# from the library: the base row's columns, then each row's entries, those that differ from base
+# (the paper's "unlisted values equal base"). Every row trains 100K steps, as base does (only the
+# big model differs); steps are the trainer's --train_steps, not an hparam, so not compared.
+PAPER_BASE_ROW = dict(N=6, d_model=512, d_ff=2048, h=8, d_k=64, d_v=64, P_drop=0.1, eps_ls=0.1,
+                      positions="sinusoid")
+PAPER_TABLE3 = {
+    "transformer_table3_a_h1": dict(h=1, d_k=512, d_v=512),
+    "transformer_table3_a_h4": dict(h=4, d_k=128, d_v=128),
+    "transformer_table3_a_h16": dict(h=16, d_k=32, d_v=32),
+    "transformer_table3_a_h32": dict(h=32, d_k=16, d_v=16),
+    "transformer_table3_b_dk16": dict(d_k=16),
+    "transformer_table3_b_dk32": dict(d_k=32),
+    "transformer_table3_c_n2": dict(N=2),
+    "transformer_table3_c_n4": dict(N=4),
+    "transformer_table3_c_n8": dict(N=8),
+    "transformer_table3_c_d256": dict(d_model=256, d_k=32, d_v=32),
+    "transformer_table3_c_d1024": dict(d_model=1024, d_k=128, d_v=128),
+    "transformer_table3_c_ff1024": dict(d_ff=1024),
+    "transformer_table3_c_ff4096": dict(d_ff=4096),
+    "transformer_table3_d_drop0": dict(P_drop=0.0),
+    "transformer_table3_d_drop02": dict(P_drop=0.2),
+    "transformer_table3_d_ls0": dict(eps_ls=0.0),
+    "transformer_table3_d_ls02": dict(eps_ls=0.2),
+    "transformer_table3_e_learned": dict(positions="learned"),
+}
+
+
+def _paper_columns(hp):
+  """An hparams set's values in the paper's columns (d_k, d_v: the resolved widths per head)."""
+  return dict(N=(hp.num_encoder_layers, hp.num_decoder_layers), d_model=hp.hidden_size,
+              d_ff=hp.filter_size, h=hp.num_heads, d_k=hp.key_channels / hp.num_heads,
+              d_v=hp.value_channels / hp.num_heads, P_drop=hp.layer_prepostprocess_dropout,
+              eps_ls=hp.label_smoothing, positions=hp.position_encoding)
+
+
+def test_table3_rows_are_base_v1_with_the_papers_changes_only():
+  """Each Table 3 set is `transformer_base_v1` with exactly its row's changes: every hparams field
+  outside the paper's columns equals base_v1's, and every column equals the paper's (so a changed
+  value, a change the row lacks, or one it does not make all fail)."""
+  table3_sets = {n for n in registry.hparams_sets.names() if n.startswith("transformer_table3_")}
+  assert table3_sets == set(PAPER_TABLE3) == set(TABLE3_ROWS)
+  base = get_hparams("transformer_base_v1")
+  assert _paper_columns(base) == dict(PAPER_BASE_ROW, N=(6, 6))
+  columns = {"num_encoder_layers", "num_decoder_layers", "hidden_size", "filter_size", "num_heads",
+             "attention_key_channels", "attention_value_channels", "layer_prepostprocess_dropout",
+             "label_smoothing", "position_encoding"}
+  mismatches = {}
+  for name, changes in PAPER_TABLE3.items():
+    hp = get_hparams(name)
+    row = dict(PAPER_BASE_ROW, **changes)
+    row["N"] = (row["N"], row["N"])  # encoder and decoder
+    diff = {key: (got, row[key]) for key, got in _paper_columns(hp).items() if got != row[key]}
+    diff.update({f.name: (getattr(hp, f.name), getattr(base, f.name))
+                 for f in dataclasses.fields(HParams) if f.name not in columns
+                 and getattr(hp, f.name) != getattr(base, f.name)})
+    if diff:
+      mismatches[name] = diff
+  assert mismatches == {}
 
 
 def test_overrides_are_typed():

@@ -370,19 +370,34 @@ def count_params(hparams_name, vocab_size=37000):
     return model.count_params()
 
 
+# Table 3's "params" column (x 10^6), written out from the paper (REFERENCE.md section 3).
+PAPER_PARAMS_MILLIONS = {
+    "transformer_base_v1": 65, "transformer_big": 213,
+    "transformer_table3_b_dk16": 58, "transformer_table3_b_dk32": 60,
+    "transformer_table3_c_n2": 36, "transformer_table3_c_n4": 50, "transformer_table3_c_n8": 80,
+    "transformer_table3_c_d256": 28, "transformer_table3_c_d1024": 168,
+    "transformer_table3_c_ff1024": 53, "transformer_table3_c_ff4096": 90,
+}
+
+
 def test_parameter_counts_match_the_paper():
+  """Every count is within 5% of the paper's (the rows differ from their neighbours by 3-4%; with
+  the key channels of b_dk32 set to b_dk16's, 56.0M against 60M, 6.7% off, fails), c_n2's within
+  7%. The paper's counts sit above these by 1.6-2.6M at d_model 512 (1.2M at 256, 4.2M at
+  1024), about 4,000 more rows of the embedding matrix than the 37000 counted here, give or take
+  the 0.5M of rounding to whole millions; that gap is 6.5% of the smallest model, c_n2 (33.6M
+  against 36M), and 2.5-4.8% of the others. transformer_big (pre-norm, like T2T's) is within 1%."""
   try:
-    base = count_params("transformer_base_v1")
-    big = count_params("transformer_big")
-    rows = {name: count_params(name) for name, (_, millions) in TABLE3_ROWS.items() if millions}
+    counts = {name: count_params(name) for name in PAPER_PARAMS_MILLIONS}
   finally:
     keras.utils.clear_session()  # forget the never-initialized variables
-  assert abs(base / 65e6 - 1) <= 0.05, base
-  assert abs(big / 213e6 - 1) <= 0.02, big
-  assert len(rows) == 9
-  for name, count in rows.items():
-    millions = TABLE3_ROWS[name][1]
-    assert abs(count / (millions * 1e6) - 1) <= 0.08, (name, count, millions)
+  assert {n: m for n, (_, m) in TABLE3_ROWS.items() if m} == {
+      n: m for n, m in PAPER_PARAMS_MILLIONS.items() if n.startswith("transformer_table3_")}
+  tolerance = {"transformer_table3_c_n2": 0.07, "transformer_big": 0.01}
+  errors = {name: count / (PAPER_PARAMS_MILLIONS[name] * 1e6) - 1 for name, count in counts.items()}
+  too_far = {name: (counts[name], f"{error:+.1%}") for name, error in errors.items()
+             if abs(error) > tolerance.get(name, 0.05)}
+  assert too_far == {}
 
 
 def test_stateless_count_equals_real_build():
