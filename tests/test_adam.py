@@ -119,11 +119,13 @@ def test_checkpoints_are_interchangeable_with_keras_adam(tmp_path, writer, reade
 
 
 def test_trainer_uses_the_fused_adam_with_the_hparams_betas():
-  hp = get_hparams("transformer_base")
-  optimizer = build_optimizer(hp)
-  assert isinstance(optimizer, Adam)
-  assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (
-      hp.optimizer_adam_beta1, hp.optimizer_adam_beta2, hp.optimizer_adam_epsilon)
+  """Each setting away from both Keras' default (0.9, 0.999, 1e-7) and the hparams' (0.9, 0.997,
+  1e-9), so that one the optimizer does not take from the hparams shows; mixed_float16 wraps the
+  same Adam in a loss-scale optimizer."""
+  hp = get_hparams("transformer_base", "optimizer_adam_beta1=0.8,optimizer_adam_beta2=0.95,"
+                   "optimizer_adam_epsilon=1e-6")
+  for optimizer in (build_optimizer(hp),
+                    build_optimizer(hp.replace(mixed_precision="mixed_float16")).inner_optimizer):
+    assert isinstance(optimizer, Adam) and not optimizer.aggregate_gradients
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.epsilon) == (0.8, 0.95, 1e-6)
   assert isinstance(Adam.from_config(optimizer.get_config()), Adam)
-  mixed = build_optimizer(hp.replace(mixed_precision="mixed_float16"))
-  assert isinstance(mixed.inner_optimizer, Adam)

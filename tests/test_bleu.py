@@ -1,5 +1,6 @@
 """BLEU: sacreBLEU agrees with its command line; the paper's tokenized BLEU checked by hand."""
 
+import math
 import os
 import random
 import re
@@ -46,8 +47,14 @@ def test_cli_agrees_with_the_sacrebleu_command_line(real_pair, capsys):
   assert ours.group(1) == theirs
   assert re.fullmatch(r"nrefs:1\|case:mixed\|eff:no\|tok:13a\|smooth:exp\|version:2\.\S+",
                       ours.group(2))
-  tokenized = float(re.search(r"tokenized BLEU = ([\d.]+)", out).group(1))
-  assert 30 < tokenized < 90
+  # The paper's figure exactly: sacreBLEU's whitespace-split BLEU of the prepared lines, the
+  # translation (a tenth of its words dropped: brevity penalty < 1) scored against the reference.
+  prepare = lambda path: [bleu_score.split_compounds(bleu_score.moses_tokenize(line))
+                          for line in bleu_score.read_lines(path)]
+  expected = sacrebleu.metrics.BLEU(tokenize="none", force=True).corpus_score(
+      prepare(translation), [prepare(reference)])
+  assert expected.bp < 0.95
+  assert re.search(r"tokenized BLEU = ([\d.]+)", out).group(1) == f"{expected.score:.2f}"
 
 
 def test_compound_splitting_matches_perl():
@@ -70,6 +77,12 @@ def test_tokenized_bleu_by_hand():
   assert score == pytest.approx(100 * (6 / 7 * 4 / 6 * 2 / 5 * 1 / 4) ** 0.25, abs=1e-9)
   # Without compound splitting no 3-gram would match: BLEU 0.
   assert bleu_score.multi_bleu(["Die E-Mail ist an ."], ["Die E-Mail kam an ."]) == 0.0
+  # A translation shorter than its reference, "Die E ##AT##-##AT## Mail kam ." (6 tokens) against
+  # "Die E ##AT##-##AT## Mail kam heute an ." (8): precisions 6/6, 4/5, 3/4, 2/3 and brevity
+  # penalty exp(1 - 8/6). The two swapped would score 6/8, 4/7, 3/6, 2/5 without a penalty: 54.1.
+  score = bleu_score.tokenized_bleu(["Die E-Mail kam."], ["Die E-Mail kam heute an."])
+  assert score == pytest.approx(100 * math.exp(1 - 8 / 6) * (4 / 5 * 3 / 4 * 2 / 3) ** 0.25,
+                                abs=1e-9)  # 56.98
 
 
 def test_multi_bleu_equals_multi_bleu_perl():
