@@ -55,11 +55,12 @@ def test_command_writes_one_selection_per_line_and_scores_against_references(tmp
   assert mbr_select.main([str(nbest), "--temperature=0", "--refs", str(refs)]) == 0
   out, err = capsys.readouterr()
   assert out.splitlines() == ["Ein Hund läuft über die Wiese .", "Zwei Katzen schlafen ."]
-  assert "MBR 100.00" in err
-  assert mbr_select.main([str(nbest), "--sweep", "--refs", str(refs)]) == 0
-  lines = capsys.readouterr().out.splitlines()
   first = sacrebleu.corpus_bleu([CANDIDATES[0][0], SECOND[0][0]],
                                 [refs.read_text(encoding="utf-8").splitlines()]).score
+  assert first < 100   # the first beams differ from the references: the two figures differ
+  assert err.splitlines() == [f"MBR 100.00, first beam {first:.2f}"], err
+  assert mbr_select.main([str(nbest), "--sweep", "--refs", str(refs)]) == 0
+  lines = capsys.readouterr().out.splitlines()
   assert lines[:2] == [f"first beam\t{first:.2f}", "oracle\t100.00"]
   assert len(lines) == 2 + 2 * len(mbr_select.TEMPERATURES) * 1  # the widest list: 4 beams
   # Each setting's line: corpus sacreBLEU of the selections brute_force makes with it.
@@ -92,9 +93,14 @@ def test_beams_keeps_the_first_candidates_only(tmp_path, capsys):
     ("a\tb\n", [], "a score is not a number"),
     ("a\t-1\n", ["--sweep"], "give --refs"),
     ("a\t-1\n", ["--temperature=-1"], "--temperature must be >= 0"),
+    ("a\t-1\n", ["--beams=-1"], "--beams must be >= 0, got -1"),
+    ("a\t-1\n", ["--refs={refs}"], "{refs} has 2 lines, {nbest} 1"),
 ])
 def test_bad_input_exits_2_with_what_to_fix(tmp_path, capsys, content, args, message):
   nbest = tmp_path / "nbest.tsv"
   nbest.write_text(content, encoding="utf-8")
-  assert mbr_select.main([str(nbest)] + args) == 2
-  assert message in capsys.readouterr().err
+  refs = tmp_path / "refs.de"  # two references for the one-line n-best
+  refs.write_text("a\nb\n", encoding="utf-8")
+  fill = lambda text: text.format(refs=refs, nbest=nbest)  # noqa: E731
+  assert mbr_select.main([str(nbest)] + [fill(a) for a in args]) == 2
+  assert fill(message) in capsys.readouterr().err

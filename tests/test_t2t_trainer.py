@@ -122,6 +122,28 @@ def test_several_workers_stop_early_on_dev_bleu_too(captured, monkeypatch):
   assert calls["evaluate_fn"] == "bleu"   # the default metric is then dev BLEU
 
 
+def test_early_stopping_flags_reach_the_run(captured, capsys):
+  """Each --eval_early_stopping_* flag reaches the EarlyStopping the run takes (only the
+  patience was given before: a metric, minimize or delta dropped for its default passed), and
+  an unknown metric is an `error:` naming it, exit status 2, before any training."""
+  calls = captured("--eval_early_stopping_metric=nll", "--noeval_early_stopping_metric_minimize",
+                   "--eval_early_stopping_metric_delta=0.5", "--eval_early_stopping_steps=4")
+  stopping = calls["early_stopping"]
+  assert stopping.metric == "nll" and stopping.minimize is False
+  assert stopping.delta == 0.5 and stopping.patience == 4
+  calls.clear()
+  capsys.readouterr()
+  try:
+    status = trainer.main(["--problem=translate_ende_multi30k", "--raw_data_dir=x",
+                           "--output_dir=x", "--eval_early_stopping_metric=bogus"])
+  except SystemExit as e:
+    status = e.code
+  assert status == 2
+  err = capsys.readouterr().err
+  assert "error: " in err and "--eval_early_stopping_metric=bogus" in err, err
+  assert "train_steps" not in calls   # nothing trained
+
+
 def test_worker_flags_are_checked_against_tf_config(monkeypatch):
   trainer.check_workers(1, 0)
   monkeypatch.delenv("TF_CONFIG", raising=False)
