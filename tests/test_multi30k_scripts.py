@@ -293,6 +293,10 @@ def test_curve_averages_the_checkpoints_ending_at_each_count_and_scores_val_and_
              for d in of(calls, "decoder"))
   scored = re.findall(r"^== (\d+) updates, (\S+): sacreBLEU = ", result.stdout, re.M)
   assert scored == [(n, split) for n in ("800", "1500") for split in ("val", "test_2016_flickr")]
+  # Each translation scored against its own split's reference.
+  assert of(calls, "bleu") == [
+      f"--translation=runs/multi30k/curve/avg_{n}/{split}.hyp.de --reference={raw}/{split}.de --lang=de"
+      for n in (800, 1500) for split in ("val", "test_2016_flickr")]
 
 
 @pytest.mark.parametrize("args, message", [
