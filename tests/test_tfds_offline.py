@@ -104,8 +104,12 @@ def test_problem_dataset_over_tfds_batches_all_of_newstest2014(prepared, shared_
   assert os.path.exists(os.path.join(data_dir, "vocab.newstest_only_ende.2000.model"))
   batches = list(problem.dataset("test", data_dir, HParams(batch_size=4096, max_length=256),
                                  training=False))
-  decoded = [s.decode("utf-8") for b in batches for s in vocab.detokenize(b["inputs"]).numpy()]
-  assert sorted(decoded) == sorted(s for s, _ in problem.text_pairs("test", data_dir))
+  decoded = [(s.decode("utf-8"), t.decode("utf-8")) for b in batches
+             for s, t in zip(vocab.detokenize(b["inputs"]).numpy(),
+                             vocab.detokenize(b["targets"]).numpy())]
+  # English in, German out, each pair together: as text_pairs and as the plain newstest2014 files.
+  assert sorted(decoded) == sorted(problem.text_pairs("test", data_dir))
+  assert collapse_spaces(decoded) == collapse_spaces(plain_pairs(shared_data / "wmt14", 2014))
   assert len(decoded) == 3003
   print(f"newstest2014 via TFDS: padding {pipeline.padding_fraction(batches)['budget']:.3f}")
   # The reversed problem reads the same TFDS data the other way round.
