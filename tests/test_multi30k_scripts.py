@@ -13,6 +13,8 @@ import subprocess
 
 import pytest
 
+from stand_ins import stand_in_venv
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "multi30k_curve.sh")
 
@@ -102,14 +104,9 @@ def copy(tmp_path):
   for name in SCRIPTS:
     shutil.copy(REPO / "scripts" / name, tmp_path / "scripts" / name)
   (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
-  stubs = tmp_path / ".venv" / "bin"
-  stubs.mkdir(parents=True)
-  (stubs / "activate").write_text(f'PATH="{stubs}:$PATH"\n')
-  for command, text in (("trainer", TRAINER), ("avg-checkpoints", AVERAGE), ("decoder", DECODER),
-                        ("bleu", BLEU)):
-    path = stubs / f"t2t-lite-{command}"
-    path.write_text("#!/usr/bin/env bash\n" + text)
-    os.chmod(path, 0o755)
+  stand_in_venv(tmp_path, {f"t2t-lite-{command}": "#!/usr/bin/env bash\n" + text for command, text in
+                           (("trainer", TRAINER), ("avg-checkpoints", AVERAGE), ("decoder", DECODER),
+                            ("bleu", BLEU))})
   raw = tmp_path / "raw"
   raw.mkdir()
   for split in ("train", "val", "test_2016_flickr"):

@@ -18,6 +18,8 @@ try:
 except ImportError:  # Python 3.10
   import tomli as tomllib
 
+from stand_ins import stand_in_venv
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 with open(os.path.join(REPO, "pyproject.toml"), "rb") as f:
   PYPROJECT = tomllib.load(f)
@@ -77,16 +79,12 @@ def test_test_script_runs_every_pass_and_fails_if_any_failed(tmp_path):
   with open(os.path.join(REPO, "scripts", "test.sh"), encoding="utf-8") as f:
     (tmp_path / "scripts" / "test.sh").write_text(f.read())
   (tmp_path / "scripts" / "setup.sh").write_text("exit 0\n")
-  stubs = tmp_path / ".venv" / "bin"
-  stubs.mkdir(parents=True)
-  (stubs / "activate").write_text(f'PATH="{stubs}:$PATH"\n')
   log = tmp_path / "calls.log"
-  (stubs / "ruff").write_text(f'#!/bin/sh\necho "ruff $*" >> "{log}"\n')
-  # The TensorFlow pass fails (no KERAS_BACKEND), the JAX pass passes.
-  (stubs / "python").write_text(f'#!/bin/sh\necho "python ${{KERAS_BACKEND:-tensorflow}} $*" >> "{log}"\n'
-                                '[ "$KERAS_BACKEND" = jax ]\n')
-  for stub in ("ruff", "python"):
-    os.chmod(stubs / stub, 0o755)
+  stand_in_venv(tmp_path, {
+      "ruff": f'#!/bin/sh\necho "ruff $*" >> "{log}"\n',
+      # The TensorFlow pass fails (no KERAS_BACKEND), the JAX pass passes.
+      "python": f'#!/bin/sh\necho "python ${{KERAS_BACKEND:-tensorflow}} $*" >> "{log}"\n'
+                '[ "$KERAS_BACKEND" = jax ]\n'})
   # The JAX pass collects only the files that mark tests backend_independent.
   (tmp_path / "tests").mkdir()
   (tmp_path / "tests" / "test_both.py").write_text("pytestmark = pytest.mark.backend_independent\n")

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 
+from stand_ins import stand_in_venv
+
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 # Each stand-in logs "<command> <args>" to $CALLS and does nothing else.
@@ -32,13 +34,8 @@ def copy(tmp_path):
   and newstest2014 files."""
   (tmp_path / "scripts").mkdir()
   shutil.copy(REPO / "scripts" / "wmt14_recipe.sh", tmp_path / "scripts" / "wmt14_recipe.sh")
-  stubs = tmp_path / ".venv" / "bin"
-  stubs.mkdir(parents=True)
-  (stubs / "activate").write_text(f'PATH="{stubs}:$PATH"\n')
-  for command in ("trainer", "avg-checkpoints", "decoder", "bleu"):
-    path = stubs / f"t2t-lite-{command}"
-    path.write_text("#!/usr/bin/env bash\n" + STUB)
-    os.chmod(path, 0o755)
+  stand_in_venv(tmp_path, {f"t2t-lite-{command}": "#!/usr/bin/env bash\n" + STUB
+                           for command in ("trainer", "avg-checkpoints", "decoder", "bleu")})
   newstest = tmp_path / "wmt14"
   newstest.mkdir()
   for lang in ("en", "de"):
