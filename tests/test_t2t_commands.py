@@ -9,6 +9,8 @@ import select
 import shutil
 import subprocess
 import sys
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -23,6 +25,7 @@ from t2t_lite.decoding import scoring
 from t2t_lite.decoding.translator import Translator, encode_sources, load_translator, make_search_fn
 from t2t_lite.hparams import DecodeHParams
 from t2t_lite.token_ids import EOS_ID
+from t2t_lite.training import average
 
 SOURCES = ["A man is riding a bike .", "", "Two dogs play in the snow .", "A woman sings ."]
 T2T_NAMES = ["--problem=translate_ende_multi30k", "--model=transformer",
@@ -486,6 +489,46 @@ def test_averaging_takes_t2ts_flags(model, tmp_path):
   assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == \
       [f"model.ckpt-{s}" for s in steps[2:]]
   _mean_of([ckpt(s) for s in steps[1:3]], f"{tmp_path}/late/model.ckpt-{steps[2]}")
+
+
+def test_avg_all_follows_a_training_and_skips_the_windows_it_wrote(model, tmp_path, capsys):
+  """T2T's t2t-avg-all beside one pass: with a wait it averages a checkpoint that a training still
+  running writes while it waits, and run again into the same directory it writes no window twice.
+  (A pass that returned without waiting, or that forgot the windows already in its output, passed
+  the test above.)"""
+  source, _ = model
+  steps = sorted(int(n[5:-6]) for n in os.listdir(source) if n.startswith("ckpt-") and
+                 n.endswith(".index"))
+  assert len(steps) >= 3
+  training = tmp_path / "training"
+  shutil.copytree(source, training)
+  ckpt = lambda step: str(training / f"ckpt-{step}")
+
+  def publish(count):  # the training's checkpoint index with its first COUNT checkpoints
+    tf.compat.v1.train.update_checkpoint_state(str(training), ckpt(steps[count - 1]),
+                                               [ckpt(s) for s in steps[:count]])
+
+  publish(2)
+  out = tmp_path / "averaged"
+
+  def train_on():  # the next checkpoint arrives once the first window has been averaged
+    deadline = time.time() + 120
+    while not os.path.exists(out / f"model.ckpt-{steps[1]}.index") and time.time() < deadline:
+      time.sleep(0.02)
+    publish(3)
+
+  thread = threading.Thread(target=train_on)
+  thread.start()
+  written = average.average_all(str(training), str(out), 2, wait_minutes=0.05, poll_seconds=0.1)
+  thread.join()
+  assert [os.path.basename(p) for p in written] == [f"model.ckpt-{s}" for s in steps[1:3]]
+  _mean_of([ckpt(s) for s in steps[1:3]], str(out / f"model.ckpt-{steps[2]}"))
+
+  files = {name: os.stat(out / name).st_mtime_ns for name in os.listdir(out)}
+  capsys.readouterr()
+  assert avg_all.main([f"--model_dir={training}", f"--output_dir={out}", "--n=2"]) == 0
+  assert "wrote 0 averaged checkpoints" in capsys.readouterr().out
+  assert {name: os.stat(out / name).st_mtime_ns for name in os.listdir(out)} == files
 
 
 def test_registry_help_into_head_ends_quietly():

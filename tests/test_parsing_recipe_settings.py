@@ -1,0 +1,107 @@
+"""The parsing recipe's real settings (docs/parsing.md, "The recipe: dev figures"), with stand-ins
+for the t2t-lite commands: the problem and hparams that gave 73.87 F1 on dev, its minutes,
+checkpoints and averaging, and the four decodes of its table, each scored on dev with its own
+settings; the table's figures are read from the scorer's real output format. No test ran the
+recipe before: a recipe decoding the last checkpoint twice, or scoring the paper's unconstrained
+search with --require_well_formed (which exits 1 on its repaired trees), passed."""
+
+import collections
+import os
+import pathlib
+import shutil
+import subprocess
+
+import pytest
+
+from stand_ins import stand_in_venv
+from t2t_lite.parsing import evalb
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+# The recipe of docs/parsing.md's dev table, written out: TRAIN_MINUTES=60 of
+# transformer_parsing_cpu on the `words` linearization, the last 5 checkpoints (every 200
+# updates) averaged, then each row's model and decode settings.
+TRAINING = {"problem": "parsing_english_ptb16k", "hparams": "transformer_parsing_cpu",
+            "train_minutes": "60", "save_checkpoints_steps": "200"}
+AVERAGED = 5
+ROWS = {  # name: (averaged model?, decode hparams after batch_size=16, scored as well-formed?)
+    "constrained": (True, "beam_size=4,alpha=0.6", True),
+    "last checkpoint": (False, "beam_size=4,alpha=0.6", True),
+    "greedy": (True, "beam_size=1", True),
+    "paper": (True, "constrained=false,beam_size=21,alpha=0.3,extra_length=300", False),
+}
+
+# What t2t-lite-parse-eval prints for a decode, from its own classes: 150 of 200 test brackets
+# matched, 240 gold: P 75.00 R 62.50 F1 68.18; 272 of 273 leaf counts right; 1 tree repaired.
+SCORES = evalb.Scores(matched=150, gold_brackets=240, test_brackets=200, sentences=273)
+DECODED = evalb.DecodedScores(evalb.EvalbResult(all=SCORES, short=SCORES), repaired=1,
+                              repairs=collections.Counter({"leaves": 1}), leaf_count_right=272)
+
+LOG = 'echo "$(basename "$0") $*" >> "$CALLS"\n'
+PARSE_EVAL = LOG + f"""for a in "$@"; do case $a in --decoded=*) cat <<'EOF'
+{DECODED}
+EOF
+;; esac; done
+"""
+
+
+@pytest.fixture
+def calls(tmp_path):
+  """Runs the recipe (its defaults) with stand-ins; {command: [its flags as a dict]}, and stdout."""
+  (tmp_path / "scripts").mkdir()
+  shutil.copy(REPO / "scripts" / "parsing_recipe.sh", tmp_path / "scripts")
+  (tmp_path / "scripts" / "setup.sh").write_text(LOG)
+  stand_in_venv(tmp_path, {
+      "python": "#!/usr/bin/env bash\n" + LOG + 'echo "all sentences: the baseline"\n',
+      "t2t-lite-parse-eval": "#!/usr/bin/env bash\n" + PARSE_EVAL,
+      **{f"t2t-lite-{c}": "#!/usr/bin/env bash\n" + LOG
+         for c in ("trainer", "avg-checkpoints", "decoder")}})
+  environment = {k: v for k, v in os.environ.items()
+                 if k not in ("RAW_DATA_DIR", "OUT", "DATA_DIR", "TRAIN_MINUTES", "PROBLEM",
+                              "HPARAMS", "SAVE_CHECKPOINTS_STEPS", "AVERAGE", "DECODE", "SPLIT",
+                              "EVALB")}
+  environment["CALLS"] = str(tmp_path / "calls.log")
+  result = subprocess.run(["bash", str(tmp_path / "scripts" / "parsing_recipe.sh")],
+                          capture_output=True, text=True, timeout=60, env=environment)
+  assert result.returncode == 0, result.stderr
+  logged = {}
+  for line in (tmp_path / "calls.log").read_text().splitlines():
+    command, *args = line.split(" ")
+    flags = dict(a[2:].split("=", 1) if "=" in a else (a.lstrip("-"), "") for a in args)
+    assert len(flags) == len(args), line  # no flag given twice
+    logged.setdefault(command.removeprefix("t2t-lite-"), []).append(flags)
+  return logged, result.stdout
+
+
+def test_recipe_trains_the_documented_set_and_averages_its_last_checkpoints(calls):
+  logged, _ = calls
+  (trainer,), (average,) = logged["trainer"], logged["avg-checkpoints"]
+  assert {k: trainer[k] for k in TRAINING} == TRAINING
+  assert int(trainer["keep_checkpoint_max"]) >= AVERAGED  # the averaged ones are still there
+  assert "no_eval_bleu" in trainer  # BLEU of linearized trees is not the metric
+  assert average["output_dir"] == trainer["output_dir"]
+  assert average["num_last_checkpoints"] == str(AVERAGED)
+  assert logged["python"][0]["split"] == "dev"  # the floors printed first, on the same split
+
+
+def test_recipe_decodes_and_scores_each_row_of_its_table_on_dev(calls):
+  logged, stdout = calls
+  trainer, average = logged["trainer"][0], logged["avg-checkpoints"][0]
+  writer, *scorers = logged["parse-eval"]
+  assert writer["split"] == "dev" and "decoded" not in writer
+  decoders = logged["decoder"]
+  assert len(decoders) == len(scorers) == len(ROWS)
+  for (name, (averaged, settings, well_formed)), decoder, scorer in zip(ROWS.items(), decoders,
+                                                                        scorers):
+    assert decoder["output_dir"] == (average["avg_dir"] if averaged else trainer["output_dir"]), name
+    assert decoder["decode_hparams"] == f"batch_size=16,{settings}", name
+    assert decoder["decode_from_file"] == writer["write_inputs"], name
+    assert scorer["decoded"] == decoder["decode_to_file"], name
+    assert scorer["split"] == "dev" and scorer["gold_dir"] == writer["gold_dir"], name
+    assert ("require_well_formed" in scorer) == well_formed, name
+  table = stdout[stdout.index("== parsing_english_ptb16k, transformer_parsing_cpu, dev split"):]
+  rows = table.splitlines()[1:]
+  assert [r[:16].strip() for r in rows] == list(ROWS)
+  for row in rows:
+    assert "P/R/F1 75.00 62.50 68.18" in row and "leaf count right 99.6%" in row, row
+    assert row.split("repaired")[1].split()[0] == "1", row
