@@ -3,7 +3,9 @@ for the t2t-lite commands: the problem and hparams that gave 73.87 F1 on dev, it
 checkpoints and averaging, and the four decodes of its table, each scored on dev with its own
 settings; the table's figures are read from the scorer's real output format. No test ran the
 recipe before: a recipe decoding the last checkpoint twice, or scoring the paper's unconstrained
-search with --require_well_formed (which exits 1 on its repaired trees), passed."""
+search with --require_well_formed (which exits 1 on its repaired trees), passed. And its tuning
+script (scripts/parsing_tune.sh): the held-out slice it tunes on is training files only, never a
+dev tree, as the real treebank reader splits its folder."""
 
 import collections
 import os
@@ -14,7 +16,7 @@ import subprocess
 import pytest
 
 from stand_ins import stand_in_venv
-from t2t_lite.parsing import evalb
+from t2t_lite.parsing import evalb, treebank
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
@@ -105,3 +107,46 @@ def test_recipe_decodes_and_scores_each_row_of_its_table_on_dev(calls):
   for row in rows:
     assert "P/R/F1 75.00 62.50 68.18" in row and "leaf count right 99.6%" in row, row
     assert row.split("repaired")[1].split()[0] == "1", row
+
+
+def test_tuning_scores_a_slice_of_the_training_files_never_the_dev_split(tmp_path):
+  """scripts/parsing_tune.sh trains on wsj_0001-0149 and scores wsj_0150-0159, training files
+  held out (docs/parsing.md: settings chosen "never on dev"): its folder of links, split by the
+  treebank reader itself, must give exactly that; each model and decode setting is scored."""
+  (tmp_path / "scripts").mkdir()
+  shutil.copy(REPO / "scripts" / "parsing_tune.sh", tmp_path / "scripts")
+  (tmp_path / "scripts" / "setup.sh").write_text(LOG)
+  stand_in_venv(tmp_path, {
+      "t2t-lite-parse-eval": "#!/usr/bin/env bash\n" + PARSE_EVAL,
+      **{f"t2t-lite-{c}": "#!/usr/bin/env bash\n" + LOG
+         for c in ("trainer", "avg-checkpoints", "decoder")}})
+  sample = tmp_path / "ptb_sample"  # the WSJ sample's 179 files, each holding its own number
+  sample.mkdir()
+  for i in range(1, 180):
+    (sample / f"wsj_{i:04d}.mrg").write_text(f"{i}\n")
+  root = tmp_path / "tune"
+  environment = {k: v for k, v in os.environ.items()
+                 if k not in ("PROBLEM", "HPARAMS", "STEPS", "SAVE", "AVERAGE", "DECODES", "USR_DIR")}
+  environment.update(CALLS=str(tmp_path / "calls.log"), SAMPLE=str(sample), ROOT=str(root),
+                     NAME="words")
+  result = subprocess.run(["bash", str(tmp_path / "scripts" / "parsing_tune.sh")],
+                          capture_output=True, text=True, timeout=60, env=environment)
+  assert result.returncode == 0, result.stderr
+
+  split = treebank.layout(str(root / "treebank"))
+  held_out = lambda name: sorted(int(pathlib.Path(p).read_text()) for p in split[name])
+  assert held_out("train") == list(range(1, 150))
+  assert held_out("dev") == list(range(150, 160))
+  calls = [line.split(" ") for line in (tmp_path / "calls.log").read_text().splitlines()]
+  trainer = next(c for c in calls if c[0] == "t2t-lite-trainer")
+  assert f"--raw_data_dir={root}/treebank" in trainer
+  assert "--hparams=transformer_parsing_cpu" in trainer and "--train_steps=1200" in trainer
+  scored = [c for c in calls if c[0] == "t2t-lite-parse-eval"]
+  assert all(f"--gold_dir={root}/treebank" in c and "--split=dev" in c for c in scored)
+  rows = [line.split("\t") for line in (root / "results.tsv").read_text().splitlines()]
+  assert [(r[4], r[5], r[6]) for r in rows] == [
+      (model, setting, "68.18") for model in ("last", "averaged")
+      for setting in ("beam_size=1", "beam_size=8,alpha=0.6")]
+  decoders = [c for c in calls if c[0] == "t2t-lite-decoder"]
+  assert [c[1] for c in decoders] == [f"--output_dir={root}/words"] * 2 + \
+      [f"--output_dir={root}/words/averaged"] * 2
