@@ -168,8 +168,9 @@ def test_the_translator_compiled_with_xla_translates_alike():
   full, steps = translate(0, True)
   lengths = {len(line[0][0]) for line in full}
   assert len(lengths) >= 3, f"the outputs should end at mixed lengths, got lengths {lengths}"
-  # The whole batch: 8 sentences x 3 beams, step 0 once per sentence on the shared cache.
-  assert steps == {(8, True), (24, True)}, steps
+  # The whole batch, traced for any batch size (rows unknown: the Translator traces once per
+  # width), on the shared cache.
+  assert steps == {(None, True)}, steps
   for shared in (True, False):
     shrunk, steps = translate(2, shared)
     # Shrinking, the search also has steps over 4 and 2 sentences (a loop per size, traced

@@ -52,11 +52,15 @@ def test_a_new_trace_takes_its_keys_block_and_a_traced_shape_takes_none():
   assert ops.uid is not xla_cache._stable_uid  # pylint: disable=protected-access  (TensorFlow's again)
 
 
-def test_the_translator_traces_each_shape_once_and_takes_a_block_per_trace(tiny_model_dir):
+def test_the_translator_traces_each_width_once_and_takes_a_block_per_trace(tiny_model_dir):
+  """One trace (and one block of names) per padded width: another batch size at a width
+  already traced is found in tf.function's cache and only compiled (one XLA program per shape),
+  with the results it gives in the larger batch. A batch that shrinks plans from its static size:
+  one trace per (batch, width) there."""
   model_dir, _ = tiny_model_dir
   _, model, _ = model_dir_lib.restore_model(str(model_dir))
-  translator = Translator(model, model_dir_lib.load_vocab(str(model_dir)),
-                          DecodeHParams(beam_size=1, batch_size=4, extra_length=2))
+  vocab = model_dir_lib.load_vocab(str(model_dir))
+  translator = Translator(model, vocab, DecodeHParams(beam_size=1, batch_size=4, extra_length=2))
   sources = [[5, 6, EOS_ID], [7, EOS_ID], [8, 9, 10, 11, EOS_ID]]   # one batch: 4 x 16
   used = _used()
   first = translator.translate_ids(sources)
@@ -64,5 +68,12 @@ def test_the_translator_traces_each_shape_once_and_takes_a_block_per_trace(tiny_
   for _ in range(2):
     assert translator.translate_ids(sources) == first
   assert translator.tracing_count == 1 and len(_used() - used) == 1
-  translator.translate_ids(sources[:1])                                # a new shape: 1 x 16
+  assert translator.translate_ids(sources[:1]) == first[:1]          # another batch: 1 x 16
+  assert translator.tracing_count == 1 and len(_used() - used) == 1
+  translator.translate_ids([[5] * 20 + [EOS_ID]])                    # another width: 1 x 32
   assert translator.tracing_count == 2 and len(_used() - used) == 2
+  shrinking = Translator(model, vocab, DecodeHParams(beam_size=2, batch_size=4, extra_length=2,
+                                                      shrink_batch=1))
+  shrinking.translate_ids(sources)
+  shrinking.translate_ids(sources[:1])
+  assert shrinking.tracing_count == 2 and len(_used() - used) == 4

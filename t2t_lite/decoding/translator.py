@@ -350,9 +350,14 @@ class Translator:
     if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or self.batch_sizes[0] < 1:
       raise ValueError(f"batch_sizes must increase from >= 1, got {list(self.batch_sizes)}")
     self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
-    # Static shapes: one trace per (padded batch, padded width), both from a few buckets.
-    # XLA compiles the whole loop (one program per batch shape) and fuses the small per-step
-    # ops, faster than the plain graph (`python scripts/bench_decode.py`; docs/performance.md).
+    # One trace per padded width, the batch left unknown: XLA still compiles one program per
+    # (padded batch, padded width), both from a few buckets, but a batch size met at a width
+    # already traced costs no new trace (about 3 s each for the quickstart's model: most of a
+    # warm start's time, whose programs come from the persistent XLA cache). XLA compiles the
+    # whole loop and fuses the small per-step ops, faster than the plain graph (`python
+    # scripts/bench_decode.py`; docs/performance.md). A batch that shrinks as its sentences end
+    # (`shrinks`) plans its sizes from the static batch: one trace per (batch, width) then.
+    self._static_batch = shrinks(decode_hparams)
     self._search = graph_function(make_search_fn(model, decode_hparams, max_position, constraint),
                                   jit_compile=bool(decode_hparams.xla))
     # Sampling takes its seed as an argument: another seed (`reseeded`) runs the same programs.
@@ -367,7 +372,8 @@ class Translator:
 
   @property
   def tracing_count(self) -> int:
-    """How many (batch, width) shapes the search has been traced (and compiled) for so far."""
+    """How many times the search has been traced so far: once per padded width (per (batch,
+    width) shape when the batch shrinks); XLA compiles each (batch, width) shape it meets."""
     return self._search.experimental_get_tracing_count()
 
   def batch_shape(self, sentences: int, longest: int) -> tuple[int, int]:
@@ -389,8 +395,9 @@ class Translator:
     # tf.function's cache, which takes no names.
     seed = (tf.constant(self.decode_hparams.seed, tf.int64),) if self._seeded else ()
     # `best_only` is an argument of the program, not a constant: one program serves both.
-    with xla_cache.stable_names(f"t2t_lite search {rows}x{width}"):
-      self._search.get_concrete_function(tf.TensorSpec((rows, width), tf.int32),
+    traced_rows = rows if self._static_batch else None
+    with xla_cache.stable_names(f"t2t_lite search {traced_rows or 'any'}x{width}"):
+      self._search.get_concrete_function(tf.TensorSpec((traced_rows, width), tf.int32),
                                          *(tf.TensorSpec((), tf.int64) for _ in seed),
                                          best_only=tf.TensorSpec((), tf.bool))
     ids, scores = self._search(tf.constant(batch), *seed, best_only=tf.constant(best_only))
