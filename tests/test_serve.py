@@ -592,9 +592,8 @@ class GatedWarmUp:
 def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir, backend,
                                                                         tiny_decode_defaults):
   """Until the warm-up is over: /health 503 "warming up", the model LOADING, predictions 503.
-  After it, requests within the warmed buckets (batch 1 or 2, up to 16 subwords) trace nothing
-  new (the search is traced once per width, each batch size compiled at warm-up); a longer source
-  does (width 32), so the count can tell."""
+  After it, requests within the warmed buckets (batch 1 or 2, up to 16 subwords) trace no new
+  search shape; a longer source does (width 32), so the count can tell."""
   fresh = backends.ModelDirBackend(model_dir, tiny_decode_defaults.parse(DECODE), (1, 2),
                                    warmup_max_width=16)
   assert fresh.warms_up and fresh.translator.tracing_count == 0
@@ -620,15 +619,15 @@ def test_warm_up_compiles_the_buckets_before_the_server_takes_requests(model_dir
     assert gated.lines[0].startswith("warm-up 1/2: batch 1 x width 16 ready in ")
     assert gated.lines[1].startswith("warm-up 2/2: batch 2 x width 16 ready in ")
     assert gated.lines[-1].startswith("warm-up: 2 shapes in ")
-    assert fresh.translator.tracing_count == 1                 # one width, two batch sizes
+    assert fresh.translator.tracing_count == 2
     for sentences in (short[:1], short[:2], short[1:]):        # batches of 1 and 2 (two requests)
       status, body = post(predict_url, {"signature_name": "nbest", "instances": sentences})
       assert status == 200
       assert [p["translations"] for p in body["predictions"]] == [expected[s][0] for s in sentences]
-    assert fresh.translator.tracing_count == 1                 # nothing traced under requests
+    assert fresh.translator.tracing_count == 2                 # no shape traced under requests
     status, body = post(predict_url, {"signature_name": "nbest", "instances": [long_]})
     assert status == 200 and body["predictions"][0]["translations"] == expected[long_][0]
-    assert fresh.translator.tracing_count == 2                 # width 32 was not warmed up
+    assert fresh.translator.tracing_count == 3                 # width 32 was not warmed up
 
 
 def _load_once(monkeypatch, saved_backend):

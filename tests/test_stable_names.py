@@ -55,8 +55,9 @@ def test_a_new_trace_takes_its_keys_block_and_a_traced_shape_takes_none():
 def test_the_translator_traces_each_width_once_and_takes_a_block_per_trace(tiny_model_dir):
   """One trace (and one block of names) per padded width: another batch size at a width
   already traced is found in tf.function's cache and only compiled (one XLA program per shape),
-  with the results it gives in the larger batch. A batch that shrinks plans from its static size:
-  one trace per (batch, width) there."""
+  with the results it gives in the larger batch. A batch that shrinks plans from its static size,
+  and the plain graph (xla=false) ran slower with the batch unknown: one trace per (batch,
+  width) for both."""
   model_dir, _ = tiny_model_dir
   _, model, _ = model_dir_lib.restore_model(str(model_dir))
   vocab = model_dir_lib.load_vocab(str(model_dir))
@@ -77,3 +78,8 @@ def test_the_translator_traces_each_width_once_and_takes_a_block_per_trace(tiny_
   shrinking.translate_ids(sources)
   shrinking.translate_ids(sources[:1])
   assert shrinking.tracing_count == 2 and len(_used() - used) == 4
+  graph = Translator(model, vocab, DecodeHParams(beam_size=1, batch_size=4, extra_length=2,
+                                                 xla=False))
+  batched, alone = graph.translate_ids(sources)[0], graph.translate_ids(sources[:1])[0]
+  assert [ids for ids, _ in batched] == [ids for ids, _ in alone]
+  assert graph.tracing_count == 2 and len(_used() - used) == 6

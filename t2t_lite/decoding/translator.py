@@ -350,14 +350,16 @@ class Translator:
     if list(self.batch_sizes) != sorted(set(self.batch_sizes)) or self.batch_sizes[0] < 1:
       raise ValueError(f"batch_sizes must increase from >= 1, got {list(self.batch_sizes)}")
     self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
-    # One trace per padded width, the batch left unknown: XLA still compiles one program per
-    # (padded batch, padded width), both from a few buckets, but a batch size met at a width
-    # already traced costs no new trace (about 3 s each for the quickstart's model: most of a
-    # warm start's time, whose programs come from the persistent XLA cache). XLA compiles the
-    # whole loop and fuses the small per-step ops, faster than the plain graph (`python
-    # scripts/bench_decode.py`; docs/performance.md). A batch that shrinks as its sentences end
-    # (`shrinks`) plans its sizes from the static batch: one trace per (batch, width) then.
-    self._static_batch = shrinks(decode_hparams)
+    # With XLA, one trace per padded width, the batch left unknown: XLA still compiles one
+    # program per (padded batch, padded width), both from a few buckets, but a batch size met at
+    # a width already traced costs no new trace (about 3 s each for the quickstart's model: most
+    # of a warm start's time, whose programs come from the persistent XLA cache). XLA compiles
+    # the whole loop and fuses the small per-step ops, faster than the plain graph (`python
+    # scripts/bench_decode.py`; docs/performance.md). One trace per (batch, width) where the
+    # batch must be static: a batch that shrinks as its sentences end (`shrinks`) plans its sizes
+    # from it, and the plain graph (xla=false) ran slower with it unknown (a batch of 1 at width
+    # 128: 0.74 s a call against 0.47; docs/decoding.md).
+    self._static_batch = shrinks(decode_hparams) or not decode_hparams.xla
     self._search = graph_function(make_search_fn(model, decode_hparams, max_position, constraint),
                                   jit_compile=bool(decode_hparams.xla))
     # Sampling takes its seed as an argument: another seed (`reseeded`) runs the same programs.
@@ -372,8 +374,9 @@ class Translator:
 
   @property
   def tracing_count(self) -> int:
-    """How many times the search has been traced so far: once per padded width (per (batch,
-    width) shape when the batch shrinks); XLA compiles each (batch, width) shape it meets."""
+    """How many times the search has been traced so far: with XLA once per padded width (per
+    (batch, width) shape when the batch shrinks, and without XLA); XLA compiles each (batch,
+    width) shape it meets."""
     return self._search.experimental_get_tracing_count()
 
   def batch_shape(self, sentences: int, longest: int) -> tuple[int, int]:
