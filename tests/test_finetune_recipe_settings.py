@@ -12,12 +12,12 @@ import subprocess
 
 import pytest
 
-from stand_ins import stand_in_venv
+from stand_ins import LOG_CALL, read_calls, stand_in_venv
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
-LOG = 'echo "$(basename "$0") $*" >> "$CALLS"\n'
-FLAGS = LOG + 'for a in "$@"; do case $a in --*=*) k=${a%%=*}; declare "f_${k#--}=${a#*=}" ;; esac; done\n'
+FLAGS = LOG_CALL + ('for a in "$@"; do case $a in --*=*) k=${a%%=*}; declare "f_${k#--}=${a#*=}" ;; '
+                    'esac; done\n')
 # The trainer writes the checkpoint index of 1,234 updates and a best/ at update 1,000; averaging
 # writes its directory's index; the decoder writes the model directory it decoded as its
 # translation, and "sacreBLEU" (the python stand-in) prints the translation: so each BLEU figure
@@ -28,7 +28,7 @@ echo '{"step": 1000}' > "$f_output_dir/best/best.json"
 """
 AVERAGE = FLAGS + 'mkdir -p "$f_avg_dir" && touch "$f_avg_dir/checkpoint"\n'
 DECODER = FLAGS + 'echo "$f_output_dir" > "$f_decode_to_file"\n'
-PYTHON = LOG + """case "$2" in
+PYTHON = LOG_CALL + """case "$2" in
   sacrebleu) shift 2; while [ "$1" != -i ]; do shift; done; cat "$2" ;;
   t2t_lite.cpu) echo "a stand-in CPU" ;;
   *) exit 3 ;;
@@ -65,12 +65,7 @@ def recipe(tmp_path):
     calls.write_text("")
     result = subprocess.run(["bash", str(tmp_path / "scripts" / "finetune_recipe.sh")],
                             capture_output=True, text=True, timeout=60, env=environment)
-    logged = {}
-    for line in calls.read_text().splitlines():
-      command, *args = line.split(" ")
-      flags = dict(a[2:].split("=", 1) if "=" in a else (a.lstrip("-"), "") for a in args)
-      logged.setdefault(command.removeprefix("t2t-lite-"), []).append(flags)
-    return result.returncode, result.stdout, result.stderr, logged
+    return result.returncode, result.stdout, result.stderr, read_calls(calls)
 
   run.out = tmp_path / "out"
   run.shared = shared

@@ -15,7 +15,7 @@ import subprocess
 
 import pytest
 
-from stand_ins import stand_in_venv
+from stand_ins import LOG_CALL, read_calls, stand_in_venv
 from t2t_lite.parsing import evalb, treebank
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -39,8 +39,7 @@ SCORES = evalb.Scores(matched=150, gold_brackets=240, test_brackets=200, sentenc
 DECODED = evalb.DecodedScores(evalb.EvalbResult(all=SCORES, short=SCORES), repaired=1,
                               repairs=collections.Counter({"leaves": 1}), leaf_count_right=272)
 
-LOG = 'echo "$(basename "$0") $*" >> "$CALLS"\n'
-PARSE_EVAL = LOG + f"""for a in "$@"; do case $a in --decoded=*) cat <<'EOF'
+PARSE_EVAL = LOG_CALL + f"""for a in "$@"; do case $a in --decoded=*) cat <<'EOF'
 {DECODED}
 EOF
 ;; esac; done
@@ -52,11 +51,11 @@ def calls(tmp_path):
   """Runs the recipe (its defaults) with stand-ins; {command: [its flags as a dict]}, and stdout."""
   (tmp_path / "scripts").mkdir()
   shutil.copy(REPO / "scripts" / "parsing_recipe.sh", tmp_path / "scripts")
-  (tmp_path / "scripts" / "setup.sh").write_text(LOG)
+  (tmp_path / "scripts" / "setup.sh").write_text(LOG_CALL)
   stand_in_venv(tmp_path, {
-      "python": "#!/usr/bin/env bash\n" + LOG + 'echo "all sentences: the baseline"\n',
+      "python": "#!/usr/bin/env bash\n" + LOG_CALL + 'echo "all sentences: the baseline"\n',
       "t2t-lite-parse-eval": "#!/usr/bin/env bash\n" + PARSE_EVAL,
-      **{f"t2t-lite-{c}": "#!/usr/bin/env bash\n" + LOG
+      **{f"t2t-lite-{c}": "#!/usr/bin/env bash\n" + LOG_CALL
          for c in ("trainer", "avg-checkpoints", "decoder")}})
   environment = {k: v for k, v in os.environ.items()
                  if k not in ("RAW_DATA_DIR", "OUT", "DATA_DIR", "TRAIN_MINUTES", "PROBLEM",
@@ -66,13 +65,7 @@ def calls(tmp_path):
   result = subprocess.run(["bash", str(tmp_path / "scripts" / "parsing_recipe.sh")],
                           capture_output=True, text=True, timeout=60, env=environment)
   assert result.returncode == 0, result.stderr
-  logged = {}
-  for line in (tmp_path / "calls.log").read_text().splitlines():
-    command, *args = line.split(" ")
-    flags = dict(a[2:].split("=", 1) if "=" in a else (a.lstrip("-"), "") for a in args)
-    assert len(flags) == len(args), line  # no flag given twice
-    logged.setdefault(command.removeprefix("t2t-lite-"), []).append(flags)
-  return logged, result.stdout
+  return read_calls(tmp_path / "calls.log"), result.stdout
 
 
 def test_recipe_trains_the_documented_set_and_averages_its_last_checkpoints(calls):
@@ -115,10 +108,10 @@ def test_tuning_scores_a_slice_of_the_training_files_never_the_dev_split(tmp_pat
   treebank reader itself, must give exactly that; each model and decode setting is scored."""
   (tmp_path / "scripts").mkdir()
   shutil.copy(REPO / "scripts" / "parsing_tune.sh", tmp_path / "scripts")
-  (tmp_path / "scripts" / "setup.sh").write_text(LOG)
+  (tmp_path / "scripts" / "setup.sh").write_text(LOG_CALL)
   stand_in_venv(tmp_path, {
       "t2t-lite-parse-eval": "#!/usr/bin/env bash\n" + PARSE_EVAL,
-      **{f"t2t-lite-{c}": "#!/usr/bin/env bash\n" + LOG
+      **{f"t2t-lite-{c}": "#!/usr/bin/env bash\n" + LOG_CALL
          for c in ("trainer", "avg-checkpoints", "decoder")}})
   sample = tmp_path / "ptb_sample"  # the WSJ sample's 179 files, each holding its own number
   sample.mkdir()

@@ -11,12 +11,10 @@ import subprocess
 
 import pytest
 
-from stand_ins import stand_in_venv
+from stand_ins import LOG_CALL, read_calls, stand_in_venv
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
-# Each stand-in logs "<command> <args>" to $CALLS and does nothing else.
-STUB = 'echo "$(basename "$0") $*" >> "$CALLS"\n'
 
 # The paper's runs: the hparams set (T2T's name, or this project's alias of it), the updates, the
 # checkpoints averaged. Both on 8 GPUs' worth of batch: 8 GPUs, or 1 with 8-step accumulation.
@@ -34,7 +32,7 @@ def copy(tmp_path):
   and newstest2014 files."""
   (tmp_path / "scripts").mkdir()
   shutil.copy(REPO / "scripts" / "wmt14_recipe.sh", tmp_path / "scripts" / "wmt14_recipe.sh")
-  stand_in_venv(tmp_path, {f"t2t-lite-{command}": "#!/usr/bin/env bash\n" + STUB
+  stand_in_venv(tmp_path, {f"t2t-lite-{command}": "#!/usr/bin/env bash\n" + LOG_CALL
                            for command in ("trainer", "avg-checkpoints", "decoder", "bleu")})
   newstest = tmp_path / "wmt14"
   newstest.mkdir()
@@ -52,13 +50,7 @@ def run(folder, model, mode):
   result = subprocess.run(["bash", str(folder / "scripts" / "wmt14_recipe.sh"), model, mode],
                           capture_output=True, text=True, timeout=60, env=environment)
   assert result.returncode == 0, result.stderr
-  calls = {}
-  for line in (folder / "calls.log").read_text().splitlines():
-    command, *args = line.split(" ")
-    flags = dict(a[2:].split("=", 1) if "=" in a else (a[2:], "") for a in args)
-    assert len(flags) == len(args), line  # no flag given twice
-    calls.setdefault(command.removeprefix("t2t-lite-"), []).append(flags)
-  return calls
+  return read_calls(folder / "calls.log")
 
 
 @pytest.mark.parametrize("model", ["base", "big"])

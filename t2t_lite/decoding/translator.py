@@ -352,13 +352,12 @@ class Translator:
     self.warn = warn or (lambda message: print(message, file=sys.stderr, flush=True))
     # With XLA, one trace per padded width, the batch left unknown: XLA still compiles one
     # program per (padded batch, padded width), both from a few buckets, but a batch size met at
-    # a width already traced costs no new trace (about 3 s each for the quickstart's model: most
-    # of a warm start's time, whose programs come from the persistent XLA cache). XLA compiles
-    # the whole loop and fuses the small per-step ops, faster than the plain graph (`python
-    # scripts/bench_decode.py`; docs/performance.md). One trace per (batch, width) where the
-    # batch must be static: a batch that shrinks as its sentences end (`shrinks`) plans its sizes
-    # from it, and the plain graph (xla=false) ran slower with it unknown (a batch of 1 at width
-    # 128: 0.74 s a call against 0.47; docs/decoding.md).
+    # a width already traced costs no new trace (most of a warm start's time, whose programs
+    # come from the persistent XLA cache). XLA compiles the whole loop and fuses the small
+    # per-step ops, faster than the plain graph (docs/performance.md). One trace per (batch,
+    # width) where the batch must be static: a batch that shrinks as its sentences end
+    # (`shrinks`) plans its sizes from it, and the plain graph (xla=false) ran slower with it
+    # unknown (docs/decoding.md has the figures).
     self._static_batch = shrinks(decode_hparams) or not decode_hparams.xla
     self._search = graph_function(make_search_fn(model, decode_hparams, max_position, constraint),
                                   jit_compile=bool(decode_hparams.xla))
@@ -392,10 +391,11 @@ class Translator:
     batch[len(sources):, 0] = EOS_ID  # filler rows up to the padded batch; results dropped
     for row, source in enumerate(sources):
       batch[row, :len(source)] = source
-    # A new shape is traced under names that do not depend on what the process traced before, so
-    # that a compiled program kept in the persistent XLA cache is found by the next run whatever
-    # order it meets the shapes in (`xla_cache.stable_names`); a shape traced before is found in
-    # tf.function's cache, which takes no names.
+    # A new trace (a new width, or shape when the batch is static) is traced under names that do
+    # not depend on what the process traced before, so that a compiled program kept in the
+    # persistent XLA cache is found by the next run whatever order it meets the shapes in
+    # (`xla_cache.stable_names`); what was traced before is found in tf.function's cache, which
+    # takes no names.
     seed = (tf.constant(self.decode_hparams.seed, tf.int64),) if self._seeded else ()
     # `best_only` is an argument of the program, not a constant: one program serves both.
     traced_rows = rows if self._static_batch else None
