@@ -4,6 +4,7 @@ tests/test_data_parallel.py; the trainer command on two worker processes:
 tests/test_end_to_end.py::test_wmt14_multiworker_recipe_runs_in_dry_run)."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -192,6 +193,47 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
   assert tf.train.latest_checkpoint(out).endswith("ckpt-4")  # nothing saved after the NaN
   _, model, _ = model_dir.restore_model(out)
   assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+@pytest.mark.parametrize("late", ["save", "evaluation"])
+def test_a_budget_spent_in_a_save_or_an_evaluation_ends_the_run_there(late, tmp_path, train_clock,
+                                                                       monkeypatch, capsys):
+  """A time budget that runs out while a checkpoint is saved or the model evaluated ends the run
+  at that update, with its checkpoint and one evaluation, and not one update later: there the
+  last checkpoint would be one update after the one before it, and an average of the last N
+  checkpoints would hold two nearly equal ones (the quickstart's ckpt-1800 and ckpt-1801). On the
+  fake clock each update takes 0.25 s; the save (a checkpoint every 5 updates, evaluations every
+  20) or the evaluation (every 4 updates, checkpoints every 20) takes 1 s, from 1.25 s or 1.0 s
+  into a budget of 1.5 s or 1.2 s."""
+  if late == "save":
+    real_save = train_loop.Trainer.save
+
+    def slow_save(self, *args, **kwargs):
+      train_clock[0] += 1.0
+      return real_save(self, *args, **kwargs)
+
+    monkeypatch.setattr(train_loop.Trainer, "save", slow_save)
+    every, budget, stop = {"save_checkpoints_steps": 5, "eval_every": 20}, 1.5, 5
+  else:
+    every, budget, stop = {"save_checkpoints_steps": 20, "eval_every": 4}, 1.2, 4
+
+  def evaluated(model):
+    del model
+    if late == "evaluation":
+      train_clock[0] += 1.0
+    return {"made_up": 1.0}
+
+  out = tmp_path / "run"
+  results = train_loop.train_and_evaluate(
+      get_problem("algorithmic_copy"), get_hparams(TINY, MICRO), str(out), str(tmp_path / "data"),
+      train_steps=100, eval_steps=1, log_every=1, progress=False, max_train_seconds=budget,
+      evaluate_fn=evaluated, **every)
+  log = capsys.readouterr().out
+  assert results["step"] == stop, log
+  assert _checkpoint_step(out) == stop and len(list(out.glob("ckpt-*.index"))) == 1, log
+  assert re.findall(r"eval at step (\d+)", log) == [str(stop)], log
+  assert f"time budget of {budget:.0f}s used at step {stop} (during its {late}); stopping" in log
+  assert f"step {stop + 1}:" not in log
 
 
 def test_evaluation_traces_once_for_every_batch_shape_and_never_again(tmp_path, monkeypatch):

@@ -527,6 +527,36 @@ def train_and_evaluate(
   clock_decay = bool(max_train_seconds) and trainer.decay_end is not None
   decay_end = float(train_steps)  # what trainer.decay_end holds, kept here: no read per update
   rate_from = None  # (step, time) of this run's first log line
+
+  def save():
+    nonlocal last_save
+    saved = trainer.save()
+    last_save = time.time()
+    if chief:
+      print(f"saved {saved}", flush=True)
+    return saved
+
+  def evaluate(step, saved):
+    """Evaluates on the chief and keeps the best; returns whether to stop early (the chief's
+    view: every process shares it). `saved`: the checkpoint just saved at this step, if any."""
+    nonlocal results
+    if keeper is None:  # another worker waits for the chief's decision
+      return False
+    with trainer.evaluated_weights() as evaluated:
+      results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
+                                 eval_steps)
+      if evaluate_fn is not None:
+        results.update(evaluate_fn(evaluated))
+    _write_scalars(writers["eval"], step, results)
+    print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()),
+          flush=True)
+    # A new best becomes best/, linking the checkpoint just saved at this step rather than
+    # saving it again.
+    if keeper.update(step, results, trainer.checkpoint, saved):
+      print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: "
+            f"kept as {best_lib.best_dir(output_dir)}", flush=True)
+    return keeper.should_stop(step)
+
   while trainer.step < train_steps:
     loss_t, tokens_t = trainer.train_step(next(iterator))
     micro += 1
@@ -575,28 +605,10 @@ def train_and_evaluate(
             print(f"linear_decay ends at step {decay_end:.0f}: this run's "
                   f"{rate:.3g} updates/s until its time budget is spent", flush=True)
     save_now = last or save_due
-    if save_now:
-      path = trainer.save()
-      last_save = time.time()
-      if chief:
-        print(f"saved {path}", flush=True)
-    if eval_steps and (last or (save_now if eval_at_saves else step % eval_every == 0)):
-      stop = False
-      if keeper is not None:  # the chief (another worker waits for its decision below)
-        with trainer.evaluated_weights() as evaluated:
-          results = trainer.evaluate(problem.dataset(eval_split, data_dir, hparams, training=False),
-                                     eval_steps)
-          if evaluate_fn is not None:
-            results.update(evaluate_fn(evaluated))
-        _write_scalars(writers["eval"], step, results)
-        print(f"eval at step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in results.items()),
-              flush=True)
-        # A new best becomes best/, linking the checkpoint just saved at this step rather than
-        # saving it again.
-        if keeper.update(step, results, trainer.checkpoint, path if save_now else None):
-          print(f"best {keeper.best['metric']} so far ({keeper.best['value']:.4f}) at step {step}: "
-                f"kept as {best_lib.best_dir(output_dir)}", flush=True)
-        stop = keeper.should_stop(step)
+    path = save() if save_now else None
+    eval_now = bool(eval_steps) and (last or (save_now if eval_at_saves else step % eval_every == 0))
+    if eval_now:
+      stop = evaluate(step, path)
       if bool(decisions.share(stop)[0]):
         if keeper is None:
           print(f"early stopping at step {step} (the chief's decision)", flush=True)
@@ -611,6 +623,18 @@ def train_and_evaluate(
         break
       window_tokens, window_updates, window_start = 0.0, 0, time.time()
     if out_of_time or decayed:
+      break
+    if max_train_seconds and (save_now or eval_now) and bool(decisions.share(
+        time.time() - run_start > max_train_seconds)[0]):
+      # The budget ran out during this save or evaluation: the run ends at this step, with its
+      # checkpoint and an evaluation, rather than one update later, where its last checkpoint would
+      # be one update after this one (two nearly equal checkpoints in an average of the last N).
+      print(f"time budget of {max_train_seconds:.0f}s used at step {step} (during its "
+            f"{'evaluation' if eval_now else 'save'}); stopping", flush=True)
+      if not save_now:
+        path = save()
+      if eval_steps and not eval_now:
+        evaluate(step, path)
       break
   results.update(step=trainer.step, train_loss=loss)
   if keeper is not None and keeper.best is not None:
