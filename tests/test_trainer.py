@@ -226,10 +226,11 @@ def test_a_budget_spent_in_a_save_or_an_evaluation_ends_the_run_there(late, tmp_
   out = tmp_path / "run"
   results = train_loop.train_and_evaluate(
       get_problem("algorithmic_copy"), get_hparams(TINY, MICRO), str(out), str(tmp_path / "data"),
-      train_steps=100, eval_steps=1, log_every=1, progress=False, max_train_seconds=budget,
+      train_steps=100, eval_steps=1, log_every=100, progress=False, max_train_seconds=budget,
       evaluate_fn=evaluated, **every)
   log = capsys.readouterr().out
   assert results["step"] == stop, log
+  assert np.isfinite(results["train_loss"]), log  # the last update's (no log line at 4 or 5)
   assert _checkpoint_step(out) == stop and len(list(out.glob("ckpt-*.index"))) == 1, log
   assert re.findall(r"eval at step (\d+)", log) == [str(stop)], log
   assert f"time budget of {budget:.0f}s used at step {stop} (during its {late}); stopping" in log

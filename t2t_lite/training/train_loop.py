@@ -631,6 +631,7 @@ def train_and_evaluate(
       # be one update after this one (two nearly equal checkpoints in an average of the last N).
       print(f"time budget of {max_train_seconds:.0f}s used at step {step} (during its "
             f"{'evaluation' if eval_now else 'save'}); stopping", flush=True)
+      loss = float(loss_t)  # the run's train_loss is its last update's, as at any other end
       if not save_now:
         path = save()
       if eval_steps and not eval_now:
