@@ -60,3 +60,27 @@ def test_bench_decode_model_dir_rows_and_cache_phases(tiny_model_dir, short_line
   assert all(int(b[2]) > 0 and float(b[4]) > 0 and float(b[5]) > 0 for b in buckets), output
   # The n-best list's rule never stops before the best beam's.
   assert all(int(b[6]) >= int(b[2]) for b in buckets), output
+
+
+def test_bench_translator_times_settings_and_compares_their_outputs(tiny_model_dir, short_lines):
+  """`scripts/bench_translator.py` (docs/performance.md's shrinking figures) on the 24 short
+  lines in batches of 8: its compile pass and table row for each setting, the ratio of the best
+  rounds from the rows' own seconds, and the lines identical to the first setting's (a shrinking
+  batch translates as the whole batch does)."""
+  model_dir, _ = tiny_model_dir
+  output = run_script("bench_translator.py", f"--model_dir={model_dir}", f"--lines={short_lines}",
+                      "--decode_hparams=batch_size=8,beam_size=2", "--rounds=2",
+                      "--settings=shrink_batch=0;shrink_batch=4", smoke=False)
+  assert re.findall(r"^(shrink_batch=\d): compile pass [\d.]+ s$", output, re.MULTILINE) == [
+      "shrink_batch=0", "shrink_batch=4"], output
+  assert f"24 lines of {short_lines}; decode hparams batch_size=8,beam_size=2" in output
+  rows = re.findall(r"^\| (shrink_batch=\d) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+)x \| (\d+)/24 \|$",
+                    output, re.MULTILINE)
+  assert [(name, same) for name, _, _, _, same in rows] == [("shrink_batch=0", "24"),
+                                                            ("shrink_batch=4", "24")], output
+  # The rows' own figures, within their roundings (seconds to 0.1, the rest to 0.01).
+  (_, first, _, one, _), (_, seconds, per_s, ratio, _) = rows
+  first, seconds, per_s, ratio = (float(x) for x in (first, seconds, per_s, ratio))
+  low, high = max(seconds - 0.05, 1e-3), seconds + 0.05
+  assert float(one) == 1.0 and 24 / high - 0.005 <= per_s <= 24 / low + 0.005, output
+  assert (max(first - 0.05, 0) / high - 0.005 <= ratio <= (first + 0.05) / low + 0.005), output

@@ -4,10 +4,13 @@ Timed runs need the machine alone and take tens of minutes; these only check tha
 work after a change to the library they time, and the checks they print along the way.
 """
 
+import json
 import os
 import re
 import subprocess
 import sys
+
+import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -176,3 +179,26 @@ def test_profile_train_small(tmp_path):
     if path == "graph":
       assert "_MklMatMul" in names or "MatMul" in names, names  # the graph's ops, by type
     assert (tmp_path / f"events_{path.lower()}.json").stat().st_size > 2
+
+
+def test_bench_pipeline_counts_the_batches_the_training_pipeline_makes(multi30k_slice, tmp_path):
+  """`scripts/bench_pipeline.py` (docs/data.md's pipeline speeds) on the Multi30k slice's 2,000
+  training pairs, as its command line runs it: the JSON it prints, its counts against the token
+  budget (every batch's padded size within it, so their mean too) and against each other, and
+  the vocabulary it built."""
+  raw = tmp_path / "raw"
+  raw.mkdir()
+  for lang in ("en", "de"):  # translate_ende's layout: its train split is train.en / train.de
+    (raw / f"train.{lang}").write_text((multi30k_slice / f"train.{lang}").read_text(encoding="utf-8"),
+                                       encoding="utf-8")
+  output = run_script("bench_pipeline.py", f"--raw_data_dir={raw}", "--batch_size=512",
+                      "--batches=20", smoke=False)
+  figures = json.loads(output[output.index("{"):])
+  assert figures["corpus"] == str(raw) and figures["batches"] == 20
+  assert figures["batch_size_tokens"] == 512 and figures["vocab_size"] > 1000
+  assert 0 < figures["tokens_per_s"] <= figures["padded_tokens_per_s"]
+  assert figures["pairs_per_s"] < figures["tokens_per_s"]  # captions are longer than one token
+  padded_per_batch = figures["padded_tokens_per_s"] * figures["seconds"] / 20
+  assert padded_per_batch <= 512 * 1.01, figures  # rates are rounded
+  assert figures["padding_fraction"] == pytest.approx(
+      1 - figures["tokens_per_s"] / figures["padded_tokens_per_s"], abs=1e-3)
