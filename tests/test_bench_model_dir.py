@@ -45,6 +45,10 @@ def test_bench_decode_model_dir_rows_and_cache_phases(tiny_model_dir, short_line
   rows = [f"SavedModel{label}, default process ({what})"
           for label in ("", " (max_input_size=16,refill_slots=4)")
           for what in ("translation only, best round", "start-up + first pass, compiles")]
+  # The decoder command twice on one fresh XLA cache folder: compiling, then loading the programs
+  # (the second run's outputs against the first's).
+  rows += [f"t2t-lite-decoder (whole command, start-up included, {state} XLA cache)"
+           for state in ("cold", "warm")]
   rows += [f"t2t_lite search, {name} (in process, best round, batches of 8)"
            for name in ("cache in phases", "one cache phase",
                         "cache in phases, stopping when the n-best list is final")]
