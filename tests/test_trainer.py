@@ -195,7 +195,7 @@ def test_nonfinite_loss_stops_and_keeps_last_good_checkpoint(tmp_path, monkeypat
   assert all(np.isfinite(w).all() for w in model.get_weights())
 
 
-@pytest.mark.parametrize("late", ["save", "evaluation"])
+@pytest.mark.parametrize("late", ["save", "evaluation", "final save"])
 def test_a_budget_spent_in_a_save_or_an_evaluation_ends_the_run_there(late, tmp_path, train_clock,
                                                                        monkeypatch, capsys):
   """A time budget that runs out while a checkpoint is saved or the model evaluated ends the run
@@ -204,8 +204,10 @@ def test_a_budget_spent_in_a_save_or_an_evaluation_ends_the_run_there(late, tmp_
   checkpoints would hold two nearly equal ones (the quickstart's ckpt-1800 and ckpt-1801). On the
   fake clock each update takes 0.25 s; the save (a checkpoint every 5 updates, evaluations every
   20) or the evaluation (every 4 updates, checkpoints every 20) takes 1 s, from 1.25 s or 1.0 s
-  into a budget of 1.5 s or 1.2 s."""
-  if late == "save":
+  into a budget of 1.5 s or 1.2 s. A slow save at the run's last update (`train_steps`) ends it
+  as any run ends there, with no word of the budget."""
+  train_steps = 5 if late == "final save" else 100
+  if late in ("save", "final save"):
     real_save = train_loop.Trainer.save
 
     def slow_save(self, *args, **kwargs):
@@ -226,13 +228,16 @@ def test_a_budget_spent_in_a_save_or_an_evaluation_ends_the_run_there(late, tmp_
   out = tmp_path / "run"
   results = train_loop.train_and_evaluate(
       get_problem("algorithmic_copy"), get_hparams(TINY, MICRO), str(out), str(tmp_path / "data"),
-      train_steps=100, eval_steps=1, log_every=100, progress=False, max_train_seconds=budget,
+      train_steps=train_steps, eval_steps=1, log_every=100, progress=False, max_train_seconds=budget,
       evaluate_fn=evaluated, **every)
   log = capsys.readouterr().out
   assert results["step"] == stop, log
   assert np.isfinite(results["train_loss"]), log  # the last update's (no log line at 4 or 5)
   assert _checkpoint_step(out) == stop and len(list(out.glob("ckpt-*.index"))) == 1, log
   assert re.findall(r"eval at step (\d+)", log) == [str(stop)], log
+  if late == "final save":
+    assert "time budget" not in log, log
+    return
   assert f"time budget of {budget:.0f}s used at step {stop} (during its {late}); stopping" in log
   assert f"step {stop + 1}:" not in log
 

@@ -624,7 +624,7 @@ def train_and_evaluate(
       window_tokens, window_updates, window_start = 0.0, 0, time.time()
     if out_of_time or decayed:
       break
-    if max_train_seconds and (save_now or eval_now) and bool(decisions.share(
+    if max_train_seconds and not last and (save_now or eval_now) and bool(decisions.share(
         time.time() - run_start > max_train_seconds)[0]):
       # The budget ran out during this save or evaluation: the run ends at this step, with its
       # checkpoint and an evaluation, rather than one update later, where its last checkpoint would
