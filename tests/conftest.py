@@ -225,6 +225,20 @@ def tiny_model_dir(multi30k_slice, tmp_path_factory):
   return root / "model", root / "data"
 
 
+@pytest.fixture(scope="session")
+def short_lines(multi30k_slice, tmp_path_factory):
+  """The 24 shortest of the slice's 100 test lines (at most 9 words, under 16 subwords): every
+  search, the decoder's and each export's, runs in the narrowest width bucket only, so each
+  compiles one program per batch shape instead of one per width, and an export or a server warm-up
+  limited to 16 source subwords truncates none of them (tests/test_bench_model_dir.py,
+  tests/test_bench_serve.py)."""
+  lines = (multi30k_slice / "test_2016_flickr.en").read_text(encoding="utf-8").split("\n")[:100]
+  path = tmp_path_factory.mktemp("short_lines") / "short.en"
+  path.write_text("\n".join(sorted(lines, key=lambda line: len(line.split()))[:24]) + "\n",
+                  encoding="utf-8")
+  return path
+
+
 # The decode hparams of `tiny_export`; tests/test_export.py and tests/test_serve.py compare it with
 # the model directory decoded alike.
 TINY_EXPORT_DECODE = "beam_size=2,extra_length=20"

@@ -7,22 +7,7 @@ hands out whole files, can run this long test beside the other benchmark smokes.
 
 import re
 
-import pytest
-
 from test_benchmarks import run_script
-
-
-@pytest.fixture(scope="module")
-def short_lines(multi30k_slice, tmp_path_factory):
-  """The 24 shortest of the slice's 100 test lines (at most 9 words, under 16 subwords): every
-  search, the decoder's and each export's, runs in the narrowest width bucket only, so each
-  compiles one program per batch shape instead of one per width, and an export limited to 16
-  source subwords truncates none of them."""
-  lines = (multi30k_slice / "test_2016_flickr.en").read_text(encoding="utf-8").split("\n")[:100]
-  path = tmp_path_factory.mktemp("short_lines") / "short.en"
-  path.write_text("\n".join(sorted(lines, key=lambda line: len(line.split()))[:24]) + "\n",
-                  encoding="utf-8")
-  return path
 
 
 def test_bench_decode_model_dir_rows_and_cache_phases(tiny_model_dir, short_lines, tmp_path):
