@@ -618,7 +618,7 @@ def train_and_evaluate(
                 f"than {keeper.settings.delta} in {step - since} updates since step {since} (the "
                 f"best: step {keeper.best['step']})", flush=True)
         if not save_now:
-          trainer.save()
+          save()   # logged as every checkpoint is
         results["stopped_early"] = step
         break
       window_tokens, window_updates, window_start = 0.0, 0, time.time()
