@@ -29,8 +29,10 @@ DECODE = "beam_size=2,extra_length=20,max_input_size=32,sub_batch_size=2"
 # sorted sub-batches as a plain graph. (The refill search as a graph: tests/test_refill_search.py.)
 @pytest.fixture(scope="module", params=[(True, 2), (False, 0)], ids=["xla-refill", "graph-sub-batches"])
 def exported(request, tiny_model_dir, tiny_decode_defaults, tmp_path_factory):
-  """(model_dir, the loaded SavedModel's signatures, decode hparams), exported with sub-batches of
-  2, refill slots or not, and the search compiled with XLA or as a plain graph."""
+  """(the loaded SavedModel's signatures, the decoder's translator), exported with sub-batches of
+  2, refill slots or not, and the search compiled with XLA or as a plain graph. The translator, the
+  reference, runs its search as a plain graph either way (tests/test_decoder.py: the XLA search
+  gives the same beams), so this process compiles no search of its own."""
   model_dir, _ = tiny_model_dir
   export_dir = tmp_path_factory.mktemp("export_sorted")
   xla, slots = request.param
@@ -40,7 +42,9 @@ def exported(request, tiny_model_dir, tiny_decode_defaults, tmp_path_factory):
   recorded = json.loads((export_dir / "1" / "assets.extra" / saved_model.DECODE_HPARAMS_FILE).read_text())
   assert recorded["sub_batch_size"] == 2 and recorded["xla"] is xla
   assert recorded["refill_slots"] == slots
-  return model_dir, tf.saved_model.load(str(export_dir / "1")).signatures, tiny_decode_defaults.parse(decode)
+  translator, _ = load_translator(str(model_dir), tiny_decode_defaults.parse(decode).replace(xla=False))
+  translator.warn = lambda message: None
+  return tf.saved_model.load(str(export_dir / "1")).signatures, translator
 
 
 def texts(tensor):
@@ -48,9 +52,7 @@ def texts(tensor):
 
 
 def test_mixed_request_gives_the_decoders_outputs_in_request_order(exported):
-  model_dir, signatures, decode_hparams = exported
-  translator, _ = load_translator(str(model_dir), decode_hparams)
-  translator.warn = lambda message: None
+  signatures, translator = exported
   # The widths really differ: both buckets are met.
   widths = [len(translator.vocab.encode(s)) + 1 for s in SENTENCES if s.strip()]
   assert min(widths) <= 16 and max(widths) > 32
@@ -73,9 +75,7 @@ def test_mixed_request_gives_the_decoders_outputs_in_request_order(exported):
 
 
 def test_nbest_of_a_mixed_request_is_the_decoders(exported):
-  model_dir, signatures, decode_hparams = exported
-  translator, _ = load_translator(str(model_dir), decode_hparams)
-  translator.warn = lambda message: None
+  signatures, translator = exported
   out = signatures["nbest"](text=tf.constant(SENTENCES))
   assert out["translations"].shape == (len(SENTENCES), 2)
   beams = translator.translate_beams(SENTENCES)
