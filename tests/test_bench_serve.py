@@ -62,7 +62,7 @@ def test_check_reports_each_way_a_server_can_answer_wrong(fault, expected):
   more than the tolerance, a request answered twice or never, an error status, a sentence decoded
   twice by the server, and a server still busy after the mode."""
   reference = {s: (s.upper(), -float(i + 1)) for i, s in enumerate(SENTENCES)}
-  answers, after, decoded = good_answers(), health(3), 3
+  answers, decoded, busy = good_answers(), 3, {}
   if fault == "swapped":
     answers[0], answers[1] = answers[1], answers[0]
   elif fault == "score":
@@ -71,16 +71,14 @@ def test_check_reports_each_way_a_server_can_answer_wrong(fault, expected):
     answers[1] = answers[1] * 2
   elif fault == "lost":
     del answers[2]   # the server decoded it all the same: the count alone would not show it
-    decoded = 3
   elif fault == "status":
     answers[0] = [(503, {"error": "overloaded"})]
   elif fault == "decoded":
     decoded = 4
   elif fault == "busy":
-    after = health(3, requests_in_flight=1)
-  if fault != "busy":
-    after = health(decoded)
-  problems = bench_serve.check("4 clients", SENTENCES, answers, health(0)[1], after, reference)
+    busy = {"requests_in_flight": 1}
+  problems = bench_serve.check("4 clients", SENTENCES, answers, health(0)[1], health(decoded, **busy),
+                               reference)
   assert len(problems) == len(expected), problems
   for problem, start in zip(problems, expected):
     assert problem.startswith("4 clients: " + start), problems
