@@ -209,6 +209,23 @@ def test_rerunning_a_run_that_stopped_early_trains_no_further(stopped):
   assert best.read_best(str(out))["step"] == 4
 
 
+def test_an_early_stop_between_saves_saves_and_logs_its_checkpoint(tmp_path, capsys):
+  """Evaluations every 3 updates, checkpoints every 100: the patience of 6 runs out at the
+  evaluation of update 9, between saves, so the stop saves ckpt-9 and logs it as every save is
+  logged (it once saved without a word)."""
+  out = tmp_path / "model"
+  scores = iter([1.0, 0.5, 0.5])
+  results = train_loop.train_and_evaluate(
+      get_problem("algorithmic_copy"), get_hparams("transformer_tiny", MICRO), str(out), None,
+      train_steps=30, eval_steps=1, save_checkpoints_steps=100, eval_every=3, log_every=3,
+      evaluate_fn=lambda model: {"score": next(scores)},
+      early_stopping=best.EarlyStopping(metric="score", minimize=False, patience=6, delta=0.0))
+  log = capsys.readouterr().out
+  assert results["stopped_early"] == 9 and results["step"] == 9, log
+  assert tf.train.latest_checkpoint(str(out)).endswith("ckpt-9")
+  assert log.index("early stopping at step 9") < log.index(f"saved {out / 'ckpt-9'}"), log
+
+
 @pytest.mark.parametrize("relative", [False, True])
 def test_best_checkpoint_state_is_tensorflows_and_relative(tmp_path, monkeypatch, relative):
   """best/'s `checkpoint` file (linked or saved) is read by TensorFlow after the swap, and names
