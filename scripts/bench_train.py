@@ -48,7 +48,9 @@ configurations the hparams' `auto` (t2t_lite.fast_path) picks on this machine.
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -155,10 +157,18 @@ def peer_step(hp, vocab, first_batch, loss, xla, precision="float32"):
   return make_step(model, hp, loss, xla)
 
 
+def scratch_dir():
+  """A new temporary directory, removed when the script exits (a run left one behind per trainer
+  and data set before)."""
+  path = tempfile.mkdtemp(prefix="bench_train_")
+  atexit.register(shutil.rmtree, path, ignore_errors=True)
+  return path
+
+
 def trainer_step(hp, vocab, xla=False, precision="float32"):
   """t2t_lite's own training step, through the Trainer (output in a temporary directory)."""
   trainer = train_loop.Trainer(hp.replace(xla_compile=xla, mixed_precision=precision), vocab,
-                               tempfile.mkdtemp(prefix="bench_train_"))
+                               scratch_dir())
   return lambda batch: trainer.train_step(batch)[0]
 
 
@@ -330,7 +340,7 @@ def multi30k_batches(hp, count=8):
   here = os.path.dirname(os.path.abspath(__file__))
   raw = os.path.join(here, "..", "..", "shared", "data", "multi30k")
   problem = get_problem("translate_ende_multi30k", raw_data_dir=raw)
-  data = problem.dataset("train", tempfile.mkdtemp(prefix="bench_train_"), hp, training=True)
+  data = problem.dataset("train", scratch_dir(), hp, training=True)
   return [{k: v.numpy() for k, v in b.items()} for b, _ in zip(data, range(count))]
 
 

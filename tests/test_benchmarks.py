@@ -15,10 +15,10 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_script(name, *args, smoke=True):
+def run_script(name, *args, smoke=True, env=None):
   result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", name),
                            *(["--smoke"] if smoke else []), *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, env=env)
   assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
   return result.stdout
 
@@ -75,8 +75,10 @@ def check_decode_table(output, length=4):
 TINY_2X8_STEP_FLOPS = 187_564_032
 
 
-def test_bench_train_smoke():
-  output = run_script("bench_train.py")
+def test_bench_train_smoke(tmp_path):
+  # Its temporary files under tmp_path: none may be left behind (each trainer's folder was).
+  output = run_script("bench_train.py", env={**os.environ, "TMPDIR": str(tmp_path)})
+  assert not list(tmp_path.glob("bench_train_*")), list(tmp_path.iterdir())
   peak = float(re.search(r"^float32 matmul peak \(TF, 2048\^3\): (\d+) GFLOP/s", output, re.M).group(1))
   for name in ("t2t_lite", "t2t_lite XLA"):
     assert rate(output, f"| tiny | 2x8 | {name}") > 0
