@@ -34,6 +34,10 @@ def build_parser():
                  help="output text (default: stdout); with --score_file, the scores")
   p.add_argument("--checkpoint_path", default=None,
                  help="a checkpoint prefix, e.g. an averaged one (default: the latest)")
+  p.add_argument("--ensemble_dirs", default="",
+                 help="DIR[,DIR...]: more model directories (latest checkpoints) decoded together "
+                      "with --output_dir's model, their next-token probabilities averaged (an "
+                      "ensemble); they must share its vocabulary")
   p.add_argument("--decode_reference", default=None,
                  help="reference translations: print sacreBLEU and tokenized BLEU after decoding")
   common.add_bool(p, "decode_interactive",
@@ -78,6 +82,12 @@ def decode(args):
     decode_hparams = model_dir.decode_defaults(problem).parse(args.decode_hparams)
     if args.score_file and args.decode_interactive:
       raise common.UsageError("give --score_file or --decode_interactive, not both")
+    ensemble = tuple(d for d in args.ensemble_dirs.split(",") if d)
+    if ensemble and args.score_file:
+      raise common.UsageError("--score_file scores with one model: no --ensemble_dirs")
+    for other in ensemble:
+      if not os.path.isdir(other):
+        raise common.UsageError(f"--ensemble_dirs: {other} is not a model directory")
     common.check_paths(files=[("--decode_from_file", args.decode_from_file),
                               ("--score_file", args.score_file),
                               ("--decode_to_file", args.decode_to_file)])
@@ -88,10 +98,12 @@ def decode(args):
                               args.decode_to_file, args.checkpoint_path)
       return 0
     if args.decode_interactive:
-      decode_files.decode_interactively(args.output_dir, decode_hparams, args.checkpoint_path)
+      decode_files.decode_interactively(args.output_dir, decode_hparams, args.checkpoint_path,
+                                        ensemble=ensemble)
       return 0
     outputs = decode_files.decode_file(args.output_dir, decode_hparams, args.decode_from_file,
-                                       args.decode_to_file, args.checkpoint_path)
+                                       args.decode_to_file, args.checkpoint_path,
+                                       ensemble=ensemble)
   except (ValueError, FileNotFoundError) as e:  # ModelDirError is a ValueError
     print(f"error: {e}", file=sys.stderr)
     return 2

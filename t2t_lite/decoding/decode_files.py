@@ -71,8 +71,9 @@ def _stderr(message):
 
 def decode_file(output_dir: str, decode_hparams: DecodeHParams, input_path: str | None = None,
                 output_path: str | None = None, checkpoint_path: str | None = None, stdin=None,
-                stdout=None) -> list[str]:
+                stdout=None, ensemble: tuple[str, ...] = ()) -> list[str]:
   """Translates `input_path` (or stdin) into `output_path` (or stdout); returns the translations.
+  `ensemble`: more model directories decoded together with this one (`load_translator`).
 
   T2T's decode hparams: `num_samples` > 0 decodes only the first records; `num_decodes` > 1
   decodes the whole input that many times, one pass after another (sampling draws new samples
@@ -83,7 +84,7 @@ def decode_file(output_dir: str, decode_hparams: DecodeHParams, input_path: str 
                        dh.delimiter)
   if dh.num_samples > 0:
     records = records[:dh.num_samples]
-  translator, path = load_translator(output_dir, dh, checkpoint_path)
+  translator, path = load_translator(output_dir, dh, checkpoint_path, ensemble=ensemble)
   _stderr(f"decoding {len(records)} records with {path} (beam {dh.beam_size}, alpha {dh.alpha}"
           + (f", {dh.num_decodes} passes" if dh.num_decodes > 1 else "") + ")")
   translator.warn = _stderr
@@ -101,11 +102,13 @@ def decode_file(output_dir: str, decode_hparams: DecodeHParams, input_path: str 
 
 
 def decode_interactively(output_dir: str, decode_hparams: DecodeHParams,
-                         checkpoint_path: str | None = None, stdin=None, stdout=None) -> int:
+                         checkpoint_path: str | None = None, stdin=None, stdout=None,
+                         ensemble: tuple[str, ...] = ()) -> int:
   """T2T's `--decode_interactive`: the model is loaded once, then each input line is translated
   and written (and flushed) before the next line is read. A line `q` quits, as in T2T; so does
-  the end of the input. At a terminal a prompt goes to stderr. Returns the lines translated."""
-  translator, path = load_translator(output_dir, decode_hparams, checkpoint_path)
+  the end of the input. At a terminal a prompt goes to stderr. Returns the lines translated.
+  `ensemble`: as `decode_file`'s."""
+  translator, path = load_translator(output_dir, decode_hparams, checkpoint_path, ensemble=ensemble)
   translator.warn = _stderr
   stdin = stdin or sys.stdin.buffer
   stdout = stdout or sys.stdout

@@ -28,6 +28,7 @@ from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import buckets, refill_search, sampling, shrinking, xla_cache
 from t2t_lite.hparams import DecodeHParams
+from t2t_lite.models.ensemble import Ensemble
 from t2t_lite.models.transformer import join_cache, split_cache
 from t2t_lite.token_ids import EOS_ID, PAD_ID
 from t2t_lite.graph_functions import graph_function
@@ -452,13 +453,29 @@ class Translator:
 
 def load_translator(output_dir: str, decode_hparams: DecodeHParams,
                     checkpoint_path: str | None = None,
-                    batch_sizes: tuple[int, ...] | None = None) -> tuple[Translator, str]:
+                    batch_sizes: tuple[int, ...] | None = None,
+                    ensemble: tuple[str, ...] = ()) -> tuple[Translator, str]:
   """A Translator of the model in `output_dir` (latest checkpoint, or `checkpoint_path`), its
   vocabulary and its problem's decoding constraint (unless `decode_hparams.constrained` is
   false), padding batches to `batch_sizes` (see `Translator`). Returns (translator, checkpoint
-  path)."""
+  path; with an ensemble, every member's, joined by " + ").
+
+  `ensemble`: more model directories, each decoded with its latest checkpoint together with this
+  model (`t2t_lite.models.ensemble.Ensemble`: their next-token probabilities averaged); they must
+  have this model's vocabulary."""
   _, model, path = model_dir.restore_model(output_dir, checkpoint_path)
   vocab = model_dir.load_vocab(output_dir)
+  if ensemble:
+    members = [model]
+    for other in ensemble:
+      if model_dir.load_vocab(other).model_proto != vocab.model_proto:
+        raise model_dir.ModelDirError(
+            f"{other} has another vocabulary than {output_dir}: an ensemble's models must share "
+            "one (train them on the same problem and data_dir)")
+      _, member, member_path = model_dir.restore_model(other)
+      members.append(member)
+      path += f" + {member_path}"
+    model = Ensemble(members)
   constraint = model_dir.decode_constraint(output_dir, vocab, decode_hparams)
   return Translator(model, vocab, decode_hparams, constraint=constraint,
                     batch_sizes=batch_sizes), path
