@@ -15,6 +15,9 @@
 #   AVERAGE        how many of the newest checkpoints to average (5)
 #   DECODE         the beam search (beam_size=4,alpha=1.2, tuned on val); extra_length=50,
 #                  batch_size=64 always
+#   ENSEMBLE       how many models to train at once and decode as one (1): member i in
+#                  OUT/member_i with seed=i (member 0 HPARAMS' own), each on a core of its own
+#                  where there are as many; their averages decoded together (--ensemble_dirs)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RAW=${RAW_DATA_DIR:-../shared/data/multi30k}
@@ -26,6 +29,7 @@ SAVE_STEPS=${SAVE_STEPS:-200}
 AVERAGE=${AVERAGE:-5}
 KEEP_CHECKPOINTS=${KEEP_CHECKPOINTS:-$(( AVERAGE > 10 ? AVERAGE : 10 ))}
 DECODE=${DECODE:-beam_size=4,alpha=1.2}
+ENSEMBLE=${ENSEMBLE:-1}
 if [ -f "$RAW/train.en" ]; then
   RAW_FLAG=(--raw_data_dir="$RAW")
 else
@@ -63,6 +67,47 @@ multi30k_train() {
     --eval_every=600 --eval_steps=20 --log_every=100 --decode_hparams=extra_length=50 "$@"
 }
 
+# multi30k_members OUT: the model directories of the ENSEMBLE members under OUT, one a line (OUT
+# itself for one model).
+multi30k_members() {
+  if [ "$ENSEMBLE" -le 1 ]; then
+    echo "$1"
+    return
+  fi
+  local i
+  for ((i = 0; i < ENSEMBLE; i++)); do echo "$1/member_$i"; done
+}
+
+# multi30k_train_members OUT: multi30k_train of every ENSEMBLE member at once (one model: OUT
+# itself, in the foreground), member i's log in OUT/member_i.log, each pinned to core i (taskset)
+# where the machine has a core per member, so each trains on one core, as the others do; fails if
+# any failed.
+multi30k_train_members() {
+  local out=$1
+  if [ "$ENSEMBLE" -le 1 ]; then
+    multi30k_train "$out"
+    return
+  fi
+  mkdir -p "$out"
+  local i pids=() pin=0
+  command -v taskset > /dev/null && [ "$(nproc)" -ge "$ENSEMBLE" ] && pin=1
+  for ((i = 0; i < ENSEMBLE; i++)); do
+    (
+      [ "$pin" = 1 ] && taskset -cp "$i" "$BASHPID" > /dev/null
+      [ "$i" -gt 0 ] && HPARAMS="$HPARAMS,seed=$i"
+      multi30k_train "$out/member_$i"
+    ) > "$out/member_$i.log" 2>&1 &
+    pids+=($!)
+  done
+  echo "training $ENSEMBLE models at once$([ "$pin" = 1 ] && echo ", one a core"): logs in $out/member_*.log"
+  local failed=0
+  for i in "${!pids[@]}"; do
+    wait "${pids[$i]}" || { echo "member $i failed: see $out/member_$i.log" >&2; failed=1; }
+  done
+  for ((i = 0; i < ENSEMBLE; i++)); do grep -E "^(done|time budget)" "$out/member_$i.log" | tail -1 || true; done
+  return $failed
+}
+
 # multi30k_training_path OUT [summary]: the precision and XLA the last training into OUT took, as
 # the trainer recorded them (hparams.json's training_path; the multi30k hparams leave both to the
 # machine, "auto"), e.g. "float32, XLA forward/backward (AVX2 CPU without AVX512_BF16/AMX)"; with
@@ -85,9 +130,11 @@ multi30k_average() {
   t2t-lite-avg-checkpoints --output_dir="$1" "${which[@]}" --avg_dir="$2"
 }
 
-# multi30k_decode MODEL_DIR SOURCE TRANSLATION [DECODE]: beam-decode SOURCE with the latest
-# checkpoint of MODEL_DIR.
+# multi30k_decode MODEL_DIR[,MODEL_DIR...] SOURCE TRANSLATION [DECODE]: beam-decode SOURCE with
+# the latest checkpoint of MODEL_DIR (of several, as one ensemble).
 multi30k_decode() {
-  t2t-lite-decoder --output_dir="$1" --decode_from_file="$2" --decode_to_file="$3" \
-    --decode_hparams="${4:-$DECODE},extra_length=50,batch_size=64"
+  local first=${1%%,*} ensemble=()
+  [ "$first" != "$1" ] && ensemble=(--ensemble_dirs="${1#*,}")
+  t2t-lite-decoder --output_dir="$first" "${ensemble[@]}" --decode_from_file="$2" \
+    --decode_to_file="$3" --decode_hparams="${4:-$DECODE},extra_length=50,batch_size=64"
 }

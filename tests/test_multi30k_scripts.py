@@ -116,6 +116,7 @@ def copy(tmp_path):
 
 
 SETTINGS_VARIABLES = ("TRAIN_MINUTES", "TRAIN_STEPS", "SAVE_STEPS", "AVERAGE", "HPARAMS", "DECODE", "OUT",
+                      "ENSEMBLE",
                       "DATA_DIR", "KEEP_CHECKPOINTS", "SMOKE", "SETTINGS", "ONLY", "MAX_TRAININGS",
                       "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES", "RATES", "RATE_SKIP", "RATE_UPDATES")
 
@@ -161,6 +162,42 @@ def test_recipe_defaults_are_the_tuned_set_and_decoding(copy):
                                f"--reference={raw}/test_2016_flickr.de --lang=de"]
   # The path the training took, as the trainer recorded it in hparams.json.
   assert "\ntraining path: float32, whole-step XLA (AVX2 CPU)\n" in result.stdout
+
+
+def test_recipe_ensemble_trains_its_members_at_once_and_decodes_them_as_one(copy):
+  """ENSEMBLE=2: member i trains into OUT/member_i (member 1 with seed=1 after HPARAMS), its log
+  in OUT/member_i.log; each member's last AVERAGE checkpoints are averaged, and test is decoded
+  once, by the first average with the other's as --ensemble_dirs. A member that fails fails the
+  recipe before any decoding, naming its log."""
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE="2", TRAIN_STEPS="600")
+  assert result.returncode == 0, result.stderr
+  runs = copy / "runs" / "multi30k"
+  assert sorted(of(calls, "trainer")) == [
+      f"--problem=translate_ende_multi30k --raw_data_dir={copy / 'raw'} --data_dir=t2t_data "
+      f"--hparams={hparams} --output_dir=runs/multi30k/member_{i} --train_steps=600 "
+      "--save_checkpoints_steps=200 --keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 "
+      "--log_every=100 --decode_hparams=extra_length=50"
+      for i, hparams in enumerate(("multi30k_tiny", "multi30k_tiny,seed=1"))]
+  for i in range(2):
+    assert "done: step 600" in (runs / f"member_{i}.log").read_text()
+  assert sorted(of(calls, "average")) == [
+      f"--output_dir=runs/multi30k/member_{i} --num_last_checkpoints=5 "
+      f"--avg_dir=runs/multi30k/member_{i}/averaged averaged=ckpt-200,ckpt-400,ckpt-600"
+      for i in range(2)]
+  assert of(calls, "decoder") == [
+      "--output_dir=runs/multi30k/member_0/averaged "
+      "--ensemble_dirs=runs/multi30k/member_1/averaged "
+      f"--decode_from_file={copy / 'raw'}/test_2016_flickr.en "
+      "--decode_to_file=runs/multi30k/test_2016_flickr.hyp.de "
+      "--decode_hparams=beam_size=4,alpha=1.2,extra_length=50,batch_size=64"]
+  assert "training 2 models at once" in result.stdout
+  assert "\ntraining path: float32, whole-step XLA (AVX2 CPU)\n" in result.stdout
+
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE="2", TRAIN_STEPS="600", FAKE_EXIT="3",
+                      OUT="runs/failing")
+  assert result.returncode != 0
+  assert "member 0 failed: see runs/failing/member_0.log" in result.stderr
+  assert of(calls, "average") == [] and of(calls, "decoder") == []
 
 
 # How far apart two val scores of the same training can land: the 55-minute run's average of
