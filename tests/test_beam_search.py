@@ -619,19 +619,44 @@ def test_transformer_large_beam_equals_exhaustive_search():
                             stop_early=False)
   ids, scores = numpy(ids)[0], numpy(scores)[0]
 
-  # Every sequence, PAD-padded to max_length: one teacher-forced pass (positions after EOS are
-  # causally masked from the ones before, and ignored).
+  sequences, targets = every_sequence(max_length)
+  expected = assert_every_sequence_found(
+      ids, scores, sequences, target_log_probs(teacher_forced_log_probs(model, source, targets),
+                                              targets), alpha)
+  assert len(expected) == 85
+  assert scores[0] == pytest.approx(max(expected.values()), abs=1e-5)
+
+
+def every_sequence(max_length):
+  """Every sequence over PAD, A, B, C that ends in EOS within `max_length` tokens, and the same
+  PAD-padded to max_length as one batch of targets int32 [N, max_length] for a teacher-forced
+  pass (positions after EOS are causally masked from the ones before, and ignored)."""
   sequences = [prefix + (EOS,) for length in range(max_length)
                for prefix in itertools.product([PAD, A, B, C], repeat=length)]
   targets = np.asarray([seq + (PAD,) * (max_length - len(seq)) for seq in sequences], "int32")
+  return sequences, targets
+
+
+def teacher_forced_log_probs(model, source, targets):
+  """float64 log-probabilities [N, T, V] of one teacher-forced pass: `source` [1, S] for each of
+  the N `targets`."""
   logits = numpy(model({"inputs": np.repeat(source, len(targets), 0), "targets": targets}))
-  log_probs = logits - np.logaddexp.reduce(logits.astype("float64"), axis=-1, keepdims=True)
-  token_log_probs = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
-  expected = {seq: gnmt_score(token_log_probs[i, :len(seq)].sum(), len(seq), alpha)
+  return logits - np.logaddexp.reduce(logits.astype("float64"), axis=-1, keepdims=True)
+
+
+def target_log_probs(log_probs, targets):
+  """[N, T]: each target token's log-probability."""
+  return np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
+
+
+def assert_every_sequence_found(ids, scores, sequences, per_token, alpha):
+  """A search's beams (ids [beams, L], scores) hold every one of `sequences` (each the first
+  len(sequences) beams' tokens up to EOS) with its GNMT score from the token log-probabilities
+  `per_token` [N, T]; returns {sequence: expected score}."""
+  expected = {seq: gnmt_score(per_token[i, :len(seq)].sum(), len(seq), alpha)
               for i, seq in enumerate(sequences)}
-  assert len(expected) == 85
-  found = {until_eos(row): score for row, score in zip(ids[:85], scores[:85])}
+  found = {until_eos(row): score for row, score in zip(ids[:len(sequences)], scores[:len(sequences)])}
   assert sorted(found) == sorted(expected)
   for seq, score in expected.items():
     np.testing.assert_allclose(found[seq], score, rtol=1e-4, atol=1e-5)
-  assert scores[0] == pytest.approx(max(expected.values()), abs=1e-5)
+  return expected

@@ -7,7 +7,6 @@ sequence of a small vocabulary (an exhaustive search); and an ensemble of one mo
 which must translate as that model does whatever the search's cache layout.
 """
 
-import itertools
 import shutil
 
 import keras
@@ -20,8 +19,9 @@ from t2t_lite.decoding.beam_search import beam_search
 from t2t_lite.hparams import DecodeHParams, ModelConfig
 from t2t_lite.models.ensemble import Ensemble
 from t2t_lite.models.transformer import Transformer
-from t2t_lite.token_ids import EOS_ID, PAD_ID
-from test_beam_search import gnmt_score, until_eos
+from t2t_lite.token_ids import EOS_ID
+from test_beam_search import (assert_every_sequence_found, every_sequence, numpy,
+                              target_log_probs, teacher_forced_log_probs)
 
 VOCAB = 5
 
@@ -34,15 +34,6 @@ def random_transformer(seed, **config):
   model = Transformer(ModelConfig(**{**settings, **config}), vocab_size=VOCAB)
   model.build()
   return model
-
-
-def numpy(x):
-  return np.asarray(ops.convert_to_numpy(x))
-
-
-def teacher_forced_log_probs(model, source, targets):
-  logits = numpy(model({"inputs": np.repeat(source, len(targets), 0), "targets": targets}))
-  return logits - np.logaddexp.reduce(logits.astype("float64"), axis=-1, keepdims=True)
 
 
 @pytest.mark.backend_independent
@@ -64,22 +55,14 @@ def test_beam_over_an_ensemble_equals_exhaustive_search_of_the_averaged_probabil
                             stop_early=False)
   ids, scores = numpy(ids)[0], numpy(scores)[0]
 
-  sequences = [prefix + (EOS_ID,) for length in range(max_length)
-               for prefix in itertools.product([PAD_ID, 2, 3, 4], repeat=length)]
-  targets = np.asarray([seq + (PAD_ID,) * (max_length - len(seq)) for seq in sequences], "int32")
+  sequences, targets = every_sequence(max_length)
   member_log_probs = [teacher_forced_log_probs(m, source, targets) for m in members]
-  mixed = np.logaddexp.reduce(np.stack(member_log_probs), axis=0) - np.log(2.0)
-  token_log_probs = np.take_along_axis(mixed, targets[..., None], -1)[..., 0]
-  expected = {seq: gnmt_score(token_log_probs[i, :len(seq)].sum(), len(seq), alpha)
-              for i, seq in enumerate(sequences)}
-  found = {until_eos(row): score for row, score in zip(ids[:85], scores[:85])}
-  assert sorted(found) == sorted(expected)
-  for seq, score in expected.items():
-    np.testing.assert_allclose(found[seq], score, rtol=1e-4, atol=1e-5)
+  mixture = np.logaddexp.reduce(np.stack(member_log_probs), axis=0) - np.log(2.0)
+  mixed = target_log_probs(mixture, targets)
+  assert len(assert_every_sequence_found(ids, scores, sequences, mixed, alpha)) == 85
   # Each member alone scores the sequences otherwise: the mixture is what was searched.
   for log_probs in member_log_probs:
-    alone = np.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
-    assert np.abs(alone - token_log_probs).max() > 1e-2
+    assert np.abs(target_log_probs(log_probs, targets) - mixed).max() > 1e-2
 
 
 class LateEos:
@@ -113,12 +96,11 @@ def test_an_ensemble_of_a_model_with_itself_translates_as_the_model(tiny_model_d
   base = DecodeHParams(extra_length=20, alpha=1.2, batch_size=4)
   cases = [dict(beam_size=3), dict(beam_size=3, xla=False), dict(beam_size=3, shared_beam_cache=False),
            dict(beam_size=1)]
+  sources = [vocab.encode(line) + [EOS_ID] for line in lines]
   for case in cases:
     hparams = base.replace(**case)
-    want = Translator(model, vocab, hparams).translate_ids(
-        [vocab.encode(line) + [EOS_ID] for line in lines])
-    got = Translator(ensemble, vocab, hparams).translate_ids(
-        [vocab.encode(line) + [EOS_ID] for line in lines])
+    want = Translator(model, vocab, hparams).translate_ids(sources)
+    got = Translator(ensemble, vocab, hparams).translate_ids(sources)
     assert [[ids for ids, _ in beams] for beams in got] == [[ids for ids, _ in beams]
                                                             for beams in want], case
     np.testing.assert_allclose([[s for _, s in beams] for beams in got],

@@ -4,8 +4,8 @@ An ensemble of independently trained models is the usual last step of a neural t
 system (the WMT submissions since 2016; the paper reports single models). `Ensemble` offers the
 searches of `t2t_lite.decoding` the interface they take from a `Transformer` (`encode`,
 `init_cache`, `init_self_cache`, `memory_cache`, `decode_step`, `output_projection`,
-`vocab_size`, `config`), so greedy and beam search, the cache the beams share, cache phases, the
-refill search and XLA compilation run over it unchanged.
+`vocab_size`, `config`), so greedy and beam search, the cache the beams share, cache phases and
+XLA compilation run over it unchanged (the translator's searches; exports take one model).
 
 Each step runs every member on its own part of the cache and returns
 `log(mean_i softmax(logits_i))`, the log of the members' averaged probabilities (normalized
