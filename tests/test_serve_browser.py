@@ -31,7 +31,7 @@ WAIT = 600   # seconds: a guard against a hang, never a speed requirement
 
 
 @pytest.fixture(scope="module")
-def browser():
+def browser(tmp_path_factory):
   if not (os.path.exists(CHROMIUM) and os.path.exists(CHROMEDRIVER)):
     message = (f"Chromium and chromedriver not found ({CHROMIUM}, {CHROMEDRIVER}); "
                "scripts/install_browser.sh installs them")
@@ -40,12 +40,17 @@ def browser():
     pytest.skip(message)
   from selenium import webdriver
   from selenium.webdriver.chrome.service import Service
+  # Chromium's profile and scratch folders (org.chromium.Chromium.*) under pytest's temporary
+  # folder, which pytest prunes, instead of left in /tmp after every run.
+  scratch = tmp_path_factory.mktemp("chromium")
   options = webdriver.ChromeOptions()
   options.binary_location = CHROMIUM
+  options.add_argument(f"--user-data-dir={scratch / 'profile'}")
   for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                    "--window-size=1100,1250", "--lang=en-US"):
     options.add_argument(argument)
-  driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+  service = Service(executable_path=CHROMEDRIVER, env={**os.environ, "TMPDIR": str(scratch)})
+  driver = webdriver.Chrome(service=service, options=options)
   yield driver
   driver.quit()
 
