@@ -79,7 +79,8 @@ multi30k_members() {
 }
 
 # multi30k_train_members OUT: multi30k_train of every ENSEMBLE member at once (one model: OUT
-# itself, in the foreground), member i's log in OUT/member_i.log, each pinned to core i (taskset)
+# itself, in the foreground) into the directories multi30k_members names, member i's log beside
+# its directory (OUT/member_i.log), each pinned to core i (taskset)
 # where the machine has a core per member, so each trains on one core, as the others do; fails if
 # any failed.
 multi30k_train_members() {
@@ -89,22 +90,23 @@ multi30k_train_members() {
     return
   fi
   mkdir -p "$out"
-  local i pids=() pin=0
+  local members i pids=() pin=0
+  mapfile -t members < <(multi30k_members "$out")
   command -v taskset > /dev/null && [ "$(nproc)" -ge "$ENSEMBLE" ] && pin=1
-  for ((i = 0; i < ENSEMBLE; i++)); do
+  for i in "${!members[@]}"; do
     (
       [ "$pin" = 1 ] && taskset -cp "$i" "$BASHPID" > /dev/null
       [ "$i" -gt 0 ] && HPARAMS="$HPARAMS,seed=$i"
-      multi30k_train "$out/member_$i"
-    ) > "$out/member_$i.log" 2>&1 &
+      multi30k_train "${members[$i]}"
+    ) > "${members[$i]}.log" 2>&1 &
     pids+=($!)
   done
-  echo "training $ENSEMBLE models at once$([ "$pin" = 1 ] && echo ", one a core"): logs in $out/member_*.log"
+  echo "training $ENSEMBLE models at once$([ "$pin" = 1 ] && echo ", one a core"): logs in ${members[*]/%/.log}"
   local failed=0
   for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || { echo "member $i failed: see $out/member_$i.log" >&2; failed=1; }
+    wait "${pids[$i]}" || { echo "member $i failed: see ${members[$i]}.log" >&2; failed=1; }
   done
-  for ((i = 0; i < ENSEMBLE; i++)); do grep -E "^(done|time budget)" "$out/member_$i.log" | tail -1 || true; done
+  for i in "${!members[@]}"; do grep -E "^(done|time budget)" "${members[$i]}.log" | tail -1 || true; done
   return $failed
 }
 
