@@ -84,7 +84,9 @@ def test_an_ensemble_of_a_model_with_itself_translates_as_the_model(tiny_model_d
   """Through the translator's searches (`make_search_fn`, the decoder's: XLA and graph, the beams'
   shared cache and the tiled one, greedy; cache phases, the outputs longer than the first phase's
   16 positions): the ensemble [m, m]'s averaged probabilities are m's, so the same ids
-  and scores. Its cache holds both members' entries (twice the model's)."""
+  and scores. m's own translations are taken once per beam size, as a graph with the shared
+  cache: its XLA and tiled-cache searches give the same (tests/test_decoder.py,
+  tests/test_shared_beam_cache.py). Its cache holds both members' entries (twice the model's)."""
   from t2t_lite import model_dir as model_dir_lib
   from t2t_lite.decoding.translator import Translator
   _, trained, _ = model_dir_lib.restore_model(str(tiny_model_dir[0]))
@@ -97,10 +99,11 @@ def test_an_ensemble_of_a_model_with_itself_translates_as_the_model(tiny_model_d
   cases = [dict(beam_size=3), dict(beam_size=3, xla=False), dict(beam_size=3, shared_beam_cache=False),
            dict(beam_size=1)]
   sources = [vocab.encode(line) + [EOS_ID] for line in lines]
+  wants = {beam: Translator(model, vocab, base.replace(beam_size=beam, xla=False)).translate_ids(sources)
+           for beam in (3, 1)}
   for case in cases:
-    hparams = base.replace(**case)
-    want = Translator(model, vocab, hparams).translate_ids(sources)
-    got = Translator(ensemble, vocab, hparams).translate_ids(sources)
+    want = wants[case["beam_size"]]
+    got = Translator(ensemble, vocab, base.replace(**case)).translate_ids(sources)
     assert [[ids for ids, _ in beams] for beams in got] == [[ids for ids, _ in beams]
                                                             for beams in want], case
     np.testing.assert_allclose([[s for _, s in beams] for beams in got],
