@@ -78,15 +78,16 @@ multi30k_members() {
   for ((i = 0; i < ENSEMBLE; i++)); do echo "$1/member_$i"; done
 }
 
-# multi30k_train_members OUT: multi30k_train of every ENSEMBLE member at once (one model: OUT
-# itself, in the foreground) into the directories multi30k_members names, member i's log beside
-# its directory (OUT/member_i.log), each pinned to core i (taskset)
+# multi30k_train_members OUT [more trainer flags]: multi30k_train of every ENSEMBLE member at once
+# (one model: OUT itself, in the foreground) into the directories multi30k_members names, member
+# i's log beside its directory (OUT/member_i.log), each pinned to core i (taskset)
 # where the machine has a core per member, so each trains on one core, as the others do; fails if
 # any failed.
 multi30k_train_members() {
   local out=$1
+  shift
   if [ "$ENSEMBLE" -le 1 ]; then
-    multi30k_train "$out"
+    multi30k_train "$out" "$@"
     return
   fi
   mkdir -p "$out"
@@ -97,7 +98,7 @@ multi30k_train_members() {
     (
       [ "$pin" = 1 ] && taskset -cp "$i" "$BASHPID" > /dev/null
       [ "$i" -gt 0 ] && HPARAMS="$HPARAMS,seed=$i"
-      multi30k_train "${members[$i]}"
+      multi30k_train "${members[$i]}" "$@"
     ) > "${members[$i]}.log" 2>&1 &
     pids+=($!)
   done

@@ -9,6 +9,8 @@
 #
 #   bash scripts/multi30k_tune.sh list              # the settings and what is done of each
 #   bash scripts/multi30k_tune.sh rates             # ALONE on the machine: each training's updates/s
+#   ONLY=tiny_dropout0.2 bash scripts/multi30k_tune.sh members
+#                                                   # ALONE: its updates/s alone and as ENSEMBLE's members
 #   MAX_TRAININGS=1 bash scripts/multi30k_tune.sh   # at most one new training this time
 #   ONLY="warmup400 warmup400_beam8" bash scripts/multi30k_tune.sh
 #   TRAIN_STEPS=1500 bash scripts/multi30k_tune.sh  # budget in baseline updates instead of minutes
@@ -35,6 +37,14 @@
 # and share a rate, so warmup400 trains exactly N updates like the baseline; any other override
 # (dropout too: a rate of 0 skips its op) is measured. Under TRAIN_STEPS a setting to train with
 # no such rate is an error before anything trains: run `rates` alone first (no fallback to N).
+# `members` measures what the recipe's ENSEMBLE=N (2 here unless set) costs each model: for the
+# training of each of ONLY's settings (without ONLY, HPARAMS'), its rate alone as `rates` takes
+# it, then N trainings of it at once, started as the recipe starts its members
+# (multi30k_train_members: member i with seed=i, each pinned to core i where there are N cores),
+# each member's rate taken from its own log the same way; a row of MEMBER_RATES
+# (scripts/multi30k_member_rates.tsv) holds both and the slowest member's share of one training's
+# rate (docs/training.md, "Two models at once": where that share is well below 1, members get too
+# few updates in the recipe's minutes).
 #
 # The recipe's variables (multi30k_common.sh) apply, but HPARAMS, the set the overrides below go
 # on, defaults to multi30k (the baseline the settings were tuned against), not the recipe's
@@ -312,12 +322,15 @@ smoke_wide   hidden_size=64,filter_size=128  5x2   beam_size=1
   export TRAIN_STEPS=20
   TUNE_SAVE_STEPS=5 VAL_LINES=20 ROOT=runs/multi30k_tune_smoke TABLE=runs/multi30k_tune_smoke/tuning.tsv
   RATES=runs/multi30k_tune_smoke/rates.tsv RATE_SKIP=4 RATE_UPDATES=8
+  MEMBER_RATES=runs/multi30k_tune_smoke/member_rates.tsv
   TRAIN_FLAGS=(--no_eval_bleu --eval_steps=2)
 fi
 SETTINGS=${SETTINGS:-$DEFAULT_SETTINGS}
 ROOT=${ROOT:-runs/multi30k_tune}
 TABLE=${TABLE:-scripts/multi30k_tuning.tsv}
 RATES=${RATES:-scripts/multi30k_rates.tsv}
+MEMBER_RATES=${MEMBER_RATES:-scripts/multi30k_member_rates.tsv}
+MEMBERS=${ENSEMBLE:-2}  # `members`: the trainings at once (the recipe's ENSEMBLE, 1 by default)
 RATE_SKIP=${RATE_SKIP:-20}
 RATE_UPDATES=${RATE_UPDATES:-60}
 RATE_NEUTRAL="learning_rate_constant learning_rate_warmup_steps warmup_steps label_smoothing"
@@ -330,9 +343,11 @@ VAL_LINES=${VAL_LINES:-}
 fail() { echo "error: $*" >&2; exit 2; }
 case "${1:-}" in
   "") mode=tune ;;
-  list|rates) mode=$1 ;;
-  *) fail "unknown argument '$1': give none, list or rates (see the top of $0)" ;;
+  list|rates|members) mode=$1 ;;
+  *) fail "unknown argument '$1': give none, list, rates or members (see the top of $0)" ;;
 esac
+[[ $MEMBERS =~ ^[0-9]+$ ]] && (( MEMBERS >= 2 )) || [ "$mode" != members ] ||
+  fail "ENSEMBLE ($MEMBERS) must be 2 or more for members: the trainings to run at once"
 [[ $RATE_SKIP =~ ^[0-9]+$ && $RATE_UPDATES =~ ^[1-9][0-9]*$ ]] ||
   fail "RATE_SKIP ($RATE_SKIP) must be a whole number and RATE_UPDATES ($RATE_UPDATES) a positive one"
 
@@ -357,7 +372,7 @@ for name in $ONLY; do [[ $names == *" $name "* ]] || fail "ONLY names '$name', w
 
 export SAVE_STEPS=$TUNE_SAVE_STEPS KEEP_CHECKPOINTS=$keep HPARAMS=${HPARAMS:-multi30k}
 . "$(dirname "$0")/multi30k_common.sh"
-if [ "${SMOKE:-0}" = 1 ] && [ "$mode" = rates ]; then
+if [ "${SMOKE:-0}" = 1 ] && { [ "$mode" = rates ] || [ "$mode" = members ]; }; then
   rm -rf "$ROOT"
 elif [ "${SMOKE:-0}" = 1 ] && [ "$mode" = tune ] && [ -d "$ROOT" ]; then  # keeps the rates
   find "$ROOT" -mindepth 1 -maxdepth 1 ! -name "$(basename "$RATES")" -exec rm -rf {} +
@@ -520,9 +535,21 @@ val_bleu() {
   cat "$hyp.bleu"
 }
 
+# median_rate LOG: "RATE TIMED": one over the median time of the updates after RATE_SKIP that a
+# training logged one by one in LOG, each the trainer's own "updates/s" of its line, and how many
+# were timed.
+median_rate() {
+  sed -n 's|^step \([0-9]*\): .* updates/s \([0-9.e+-]*\)$|\1 \2|p' "$1" |
+    awk -v skip="$RATE_SKIP" '$1 > skip && $2 > 0 {print 1 / $2}' | sort -g |
+    awk '{t[NR] = $1} END {if (NR == 0) exit 1
+                           m = NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2
+                           printf "%.4g %d\n", 1 / m, NR}' ||
+    { echo "error: no 'updates/s' after step $RATE_SKIP in $1" >&2; return 1; }
+}
+
 # measure_rate KEY: updates/s of KEY's training, alone: RATE_SKIP + RATE_UPDATES updates logged
-# one by one (no evaluation, no checkpoint before the last update); one over the median time of
-# the timed ones, each the trainer's own "updates/s" of its line. The run is kept in ROOT/rates.
+# one by one (no evaluation, no checkpoint before the last update); median_rate of its log. The
+# run is kept in ROOT/rates.
 measure_rate() {
   local dir total=$(( RATE_SKIP + RATE_UPDATES )) rate
   dir=$ROOT/rates/$(folder_name "$1")
@@ -533,45 +560,109 @@ measure_rate() {
     --log_every=1 --eval_steps=0 --no_eval_bleu > "$dir/train.log" 2>&1 ||
     { tail -n 20 "$dir/train.log" >&2; echo "error: the timing run of $1 failed (log: $dir/train.log)" >&2
       return 1; }
-  rate=$(sed -n 's|^step \([0-9]*\): .* updates/s \([0-9.e+-]*\)$|\1 \2|p' "$dir/train.log" |
-    awk -v skip="$RATE_SKIP" '$1 > skip && $2 > 0 {print 1 / $2}' | sort -g |
-    awk '{t[NR] = $1} END {if (NR == 0) exit 1
-                           m = NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2
-                           printf "%.4g %d\n", 1 / m, NR}') ||
-    { echo "error: no 'updates/s' after step $RATE_SKIP in $dir/train.log" >&2; return 1; }
+  rate=$(median_rate "$dir/train.log")
   echo "$rate $(multi30k_training_path "$dir/model" summary)"
 }
 
-if [ "$mode" = rates ]; then
-  keys=$baseline_key
+# measure_member_rates KEY: "PINNED RATE0,RATE1,...": MEMBERS trainings of KEY at once, as the
+# recipe trains its members (multi30k_train_members), each logged and timed as measure_rate's;
+# PINNED is yes where each had a core of its own. Kept in ROOT/members.
+measure_member_rates() {
+  local dir total=$(( RATE_SKIP + RATE_UPDATES )) log rate rates=() pinned=no
+  dir=$ROOT/members/$(folder_name "$1")
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "== timing $MEMBERS trainings of $1 at once: $total updates each, the first $RATE_SKIP not counted" >&2
+  ENSEMBLE=$MEMBERS HPARAMS=$1 STEPS=$total SAVE_STEPS=$total multi30k_train_members "$dir/model" \
+    "${TRAIN_FLAGS[@]}" --log_every=1 --eval_steps=0 --no_eval_bleu > "$dir/members.log" 2>&1 ||
+    { cat "$dir/members.log" >&2; echo "error: the members' timing run of $1 failed (logs in $dir)" >&2
+      return 1; }
+  grep -q "at once, one a core" "$dir/members.log" && pinned=yes
+  while read -r log; do
+    rate=$(median_rate "$log.log")
+    rates+=("${rate%% *}")
+  done < <(ENSEMBLE=$MEMBERS multi30k_members "$dir/model")
+  echo "$pinned $(IFS=,; echo "${rates[*]}")"
+}
+
+# write_row FILE COLUMNS NAME... -- VALUE...: FILE (tab-separated, a header of the NAMEs) with a
+# row of the VALUEs in place of any row that holds the same values in the COLUMNS (numbers, e.g.
+# "1 2 6"); written whole to a temporary file, then renamed.
+write_row() {
+  local file=$1 columns=$2 names=() row
+  shift 2
+  while [ "$1" != -- ]; do names+=("$1"); shift; done
+  shift
+  row=$(IFS=$'\t'; echo "$*")
+  mkdir -p "$(dirname "$file")"
+  {
+    (IFS=$'\t'; echo "${names[*]}")
+    [ ! -f "$file" ] || awk -F'\t' -v row="$row" -v columns="$columns" '
+      BEGIN {split(row, value, "\t"); n = split(columns, column, " ")}
+      NR > 1 {same = 1; for (i = 1; i <= n; i++) if ($column[i] != value[column[i]]) same = 0
+              if (!same) print}' "$file"
+    echo "$row"
+  } > "$file.tmp"
+  mv "$file.tmp" "$file"
+}
+
+# training_keys FIRST: FIRST (if not empty), then the rate key of each training of the settings
+# ONLY names (all of them without ONLY), once each, one a line.
+training_keys() {
+  local keys=$1 name overrides hparams key
   while read -r name overrides _; do
     [ -z "$name" ] && continue
     [ -n "$ONLY" ] && [[ " $ONLY " != *" $name "* ]] && continue
     hparams=$HPARAMS
     [ "$overrides" != - ] && hparams+=,$overrides
     key=$(rate_key "$hparams")
-    [[ $'\n'$keys$'\n' == *$'\n'$key$'\n'* ]] || keys+=$'\n'$key
+    [[ $'\n'$keys$'\n' == *$'\n'$key$'\n'* ]] || keys+=${keys:+$'\n'}$key
   done <<< "$SETTINGS"
+  echo "$keys"
+}
+
+# Where and with which code the rates and member rates are measured.
+case $mode in rates|members) cpu=$(cpu_description) date=$(date -u +%Y-%m-%d) commit=$(commit_description) ;; esac
+
+if [ "$mode" = rates ]; then
+  keys=$(training_keys "$baseline_key")
   echo "== measuring the updates/s of $(wc -l <<< "$keys") trainings into $RATES. Nothing else may" \
     "run on this machine meanwhile: rates taken beside other work mean nothing."
-  cpu=$(cpu_description) date=$(date -u +%Y-%m-%d) commit=$(commit_description)
-  mkdir -p "$(dirname "$RATES")"
   while read -r key; do
     measured=$(measure_rate "$key")
     read -r rate timed path <<< "$measured"
     [ "$key" = "$baseline_key" ] && baseline_rate=$rate
     relative=$(awk -v r="$rate" -v b="$baseline_rate" 'BEGIN {printf "%.4f", r / b}')
     echo "== $key: $rate updates/s, $relative times the baseline's ($timed updates timed; $path)"
-    {  # this training's row for this baseline and CPU replaces the one before, if any
-      printf 'training\tbaseline\tupdates_per_sec\trelative\tupdates_timed\tcpu\ttraining_path\tdate\tcommit\n'
-      [ ! -f "$RATES" ] || awk -F'\t' -v k="$key" -v b="$baseline_key" -v c="$cpu" \
-        'NR > 1 && !($1 == k && $2 == b && $6 == c)' "$RATES"
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$key" "$baseline_key" "$rate" "$relative" \
-        "$timed" "$cpu" "$path" "$date" "$commit"
-    } > "$RATES.tmp"
-    mv "$RATES.tmp" "$RATES"
+    # this training's row for this baseline and CPU replaces the one before, if any
+    write_row "$RATES" "1 2 6" training baseline updates_per_sec relative updates_timed cpu \
+      training_path date commit -- "$key" "$baseline_key" "$rate" "$relative" "$timed" "$cpu" \
+      "$path" "$date" "$commit"
   done <<< "$keys"
   echo "rates: $RATES"
+  exit 0
+fi
+
+if [ "$mode" = members ]; then
+  keys=$baseline_key
+  [ -z "$ONLY" ] || keys=$(training_keys "")
+  echo "== measuring the updates/s of $(wc -l <<< "$keys") trainings alone and as $MEMBERS members" \
+    "at once into $MEMBER_RATES. Nothing else may run on this machine meanwhile."
+  while read -r key; do
+    measured=$(measure_rate "$key")
+    read -r alone timed path <<< "$measured"
+    measured=$(measure_member_rates "$key")
+    read -r pinned each <<< "$measured"
+    share=$(tr , '\n' <<< "$each" | awk -v a="$alone" 'NR == 1 || $1 < m {m = $1} END {printf "%.3f", m / a}')
+    together=$(tr , '\n' <<< "$each" | awk -v a="$alone" '{t += $1} END {printf "%.2f", t / a}')
+    echo "== $key: $alone updates/s alone; $MEMBERS at once$([ "$pinned" = yes ] && echo ", one a core"):" \
+      "${each//,/, } updates/s, the slowest $share of one training's rate ($together times its updates together)"
+    # this training's row for this many members and this CPU replaces the one before, if any
+    write_row "$MEMBER_RATES" "1 2 8" training members updates_per_sec_alone updates_per_sec_each \
+      slowest_share pinned updates_timed cpu training_path date commit -- "$key" "$MEMBERS" \
+      "$alone" "$each" "$share" "$pinned" "$timed" "$cpu" "$path" "$date" "$commit"
+  done <<< "$keys"
+  echo "member rates: $MEMBER_RATES"
   exit 0
 fi
 

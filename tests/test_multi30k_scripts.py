@@ -23,7 +23,8 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "mult
 # --train_minutes, and keeps the newest --keep_checkpoint_max of them; $FAKE_EXIT makes it stop
 # early with that status, hparams with learning_rate_constant=9 make it diverge; it records a
 # training path in hparams.json. Every --log_every updates it logs a line with the "updates/s" of
-# those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6),
+# those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6;
+# a second ensemble member, hparams ending in seed=1: 1.1),
 # but 0.05 up to step 20 (tracing) and 0.1 at each 7th step (a batch shape compiled), which the
 # rates mode must not count; with $FAKE_SPREAD the others each at their own rate, the rate over
 # 1 + (step % 5) / 10, so that the median's two middle values differ.
@@ -43,7 +44,7 @@ last=$steps; [ -n "${minutes:-}" ] && last=${FAKE_LAST_STEP:-1498}
 [ -n "${FAKE_EXIT:-}" ] && last=300
 case $hparams in *learning_rate_constant=9*) last=300 ;; esac
 rate=2.0
-case $hparams in *batch_size=2048*) rate=3.2 ;; *num_hidden_layers=2*) rate=2.6 ;; esac
+case $hparams in *,seed=1) rate=1.1 ;; *batch_size=2048*) rate=3.2 ;; *num_hidden_layers=2*) rate=2.6 ;; esac
 for ((s = log; s <= last; s += log)); do
   r=$rate
   [ -n "${FAKE_SPREAD:-}" ] && r=$(awk -v r=$rate -v s=$s 'BEGIN {printf "%.6g", r / (1 + s % 5 / 10)}')
@@ -118,7 +119,8 @@ def copy(tmp_path):
 SETTINGS_VARIABLES = ("TRAIN_MINUTES", "TRAIN_STEPS", "SAVE_STEPS", "AVERAGE", "HPARAMS", "DECODE", "OUT",
                       "ENSEMBLE",
                       "DATA_DIR", "KEEP_CHECKPOINTS", "SMOKE", "SETTINGS", "ONLY", "MAX_TRAININGS",
-                      "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES", "RATES", "RATE_SKIP", "RATE_UPDATES")
+                      "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES", "RATES", "RATE_SKIP", "RATE_UPDATES",
+                      "MEMBER_RATES")
 
 
 def run(folder, script, *args, **env):
@@ -552,6 +554,43 @@ def test_tune_matches_steps_to_the_baselines_time_by_measured_rate(copy):
   # Under a time budget rates play no part.
   result, calls = run(copy, "multi30k_tune.sh", SETTINGS=more, ONLY="b2048_alpha1")
   assert result.returncode == 0 and "--train_minutes=55 " in of(calls, "trainer")[0], result.stderr
+
+
+MEMBER_RATES_HEADER = ["training", "members", "updates_per_sec_alone", "updates_per_sec_each",
+                       "slowest_share", "pinned", "updates_timed", "cpu", "training_path", "date",
+                       "commit"]
+
+
+def test_members_time_the_recipes_members_at_once_against_one_training_alone(copy):
+  """`members`: ONLY's training alone, as `rates` times it, then ENSEMBLE (2) trainings of it at
+  once started as the recipe starts its members (member 1 with seed=1, each pinned to a core where
+  there are two), each timed from its own log; one row holds both rates and the slowest member's
+  share of the lone rate (the stand-in: 2.6 for layers2 and its member 0, 1.1 for seed=1). A
+  second run replaces the row; ENSEMBLE=1 is an error."""
+  path = copy / "scripts" / "multi30k_member_rates.tsv"
+  for _ in range(2):
+    result, calls = run(copy, "multi30k_tune.sh", "members", SETTINGS=RATE_SETTINGS,
+                        RATE_UPDATES="10", ONLY="layers2")
+    assert result.returncode == 0, result.stderr
+    assert "Nothing else may run on this machine" in result.stdout
+    trainers = of(calls, "trainer")
+    folder = "multi30k+num_hidden_layers-2/model"
+    assert sorted((flag(t, "hparams"), flag(t, "output_dir")) for t in trainers) == [
+        ("multi30k,num_hidden_layers=2", f"runs/multi30k_tune/members/{folder}/member_0"),
+        ("multi30k,num_hidden_layers=2", f"runs/multi30k_tune/rates/{folder}"),
+        ("multi30k,num_hidden_layers=2,seed=1", f"runs/multi30k_tune/members/{folder}/member_1")]
+    assert all(t.endswith(" --log_every=1 --eval_steps=0 --no_eval_bleu") for t in trainers)
+    lines = path.read_text().splitlines()
+    assert lines[0].split("\t") == MEMBER_RATES_HEADER and len(lines) == 2, lines
+    row = dict(zip(MEMBER_RATES_HEADER, lines[1].split("\t")))
+    pinned = "yes" if len(os.sched_getaffinity(0)) >= 2 else "no"
+    assert [row[k] for k in MEMBER_RATES_HEADER[:7]] == [
+        "multi30k,num_hidden_layers=2", "2", "2.6", "2.6,1.1", f"{1.1 / 2.6:.3f}", pinned, "10"]
+    assert "cores" in row["cpu"] and row["training_path"] == "float32, whole-step XLA"
+  assert (f"the slowest {1.1 / 2.6:.3f} of one training's rate (1.42 times its updates together)"
+          in result.stdout)
+  result, calls = run(copy, "multi30k_tune.sh", "members", SETTINGS=RATE_SETTINGS, ENSEMBLE="1")
+  assert result.returncode == 2 and calls == [] and "must be 2 or more" in result.stderr
 
 
 def test_rates_take_the_median_update_time_of_the_timed_updates(copy):
