@@ -78,6 +78,12 @@ multi30k_members() {
   for ((i = 0; i < ENSEMBLE; i++)); do echo "$1/member_$i"; done
 }
 
+# multi30k_members_pinned: whether multi30k_train_members pins each ENSEMBLE member to a core of
+# its own (taskset is there and the machine has a core per member).
+multi30k_members_pinned() {
+  command -v taskset > /dev/null && [ "$(nproc)" -ge "$ENSEMBLE" ]
+}
+
 # multi30k_train_members OUT [more trainer flags]: multi30k_train of every ENSEMBLE member at once
 # (one model: OUT itself, in the foreground) into the directories multi30k_members names, member
 # i's log beside its directory (OUT/member_i.log), each pinned to core i (taskset)
@@ -93,7 +99,7 @@ multi30k_train_members() {
   mkdir -p "$out"
   local members i pids=() pin=0
   mapfile -t members < <(multi30k_members "$out")
-  command -v taskset > /dev/null && [ "$(nproc)" -ge "$ENSEMBLE" ] && pin=1
+  multi30k_members_pinned && pin=1
   for i in "${!members[@]}"; do
     (
       [ "$pin" = 1 ] && taskset -cp "$i" "$BASHPID" > /dev/null

@@ -346,8 +346,9 @@ case "${1:-}" in
   list|rates|members) mode=$1 ;;
   *) fail "unknown argument '$1': give none, list, rates or members (see the top of $0)" ;;
 esac
-[[ $MEMBERS =~ ^[0-9]+$ ]] && (( MEMBERS >= 2 )) || [ "$mode" != members ] ||
+if [ "$mode" = members ] && ! { [[ $MEMBERS =~ ^[0-9]+$ ]] && (( MEMBERS >= 2 )); }; then
   fail "ENSEMBLE ($MEMBERS) must be 2 or more for members: the trainings to run at once"
+fi
 [[ $RATE_SKIP =~ ^[0-9]+$ && $RATE_UPDATES =~ ^[1-9][0-9]*$ ]] ||
   fail "RATE_SKIP ($RATE_SKIP) must be a whole number and RATE_UPDATES ($RATE_UPDATES) a positive one"
 
@@ -577,7 +578,7 @@ measure_member_rates() {
     "${TRAIN_FLAGS[@]}" --log_every=1 --eval_steps=0 --no_eval_bleu > "$dir/members.log" 2>&1 ||
     { cat "$dir/members.log" >&2; echo "error: the members' timing run of $1 failed (logs in $dir)" >&2
       return 1; }
-  grep -q "at once, one a core" "$dir/members.log" && pinned=yes
+  ENSEMBLE=$MEMBERS multi30k_members_pinned && pinned=yes
   while read -r log; do
     rate=$(median_rate "$log.log")
     rates+=("${rate%% *}")
@@ -653,8 +654,8 @@ if [ "$mode" = members ]; then
     read -r alone timed path <<< "$measured"
     measured=$(measure_member_rates "$key")
     read -r pinned each <<< "$measured"
-    share=$(tr , '\n' <<< "$each" | awk -v a="$alone" 'NR == 1 || $1 < m {m = $1} END {printf "%.3f", m / a}')
-    together=$(tr , '\n' <<< "$each" | awk -v a="$alone" '{t += $1} END {printf "%.2f", t / a}')
+    read -r share together <<< "$(tr , '\n' <<< "$each" | awk -v a="$alone" '
+      NR == 1 || $1 < m {m = $1} {t += $1} END {printf "%.3f %.2f\n", m / a, t / a}')"
     echo "== $key: $alone updates/s alone; $MEMBERS at once$([ "$pinned" = yes ] && echo ", one a core"):" \
       "${each//,/, } updates/s, the slowest $share of one training's rate ($together times its updates together)"
     # this training's row for this many members and this CPU replaces the one before, if any
