@@ -53,8 +53,9 @@ from keras import ops
 
 from t2t_lite.decoding import shrinking
 from t2t_lite.decoding.sampling import (NEG_INF, check_cache_phases, checked_constraint_state,
-                                        decode_limits, greedy_search, next_step, read_at,
-                                        run_phases, write_at)
+                                        decode_limits, gather, greedy_search, next_step, read_at,
+                                        run_phases, take_rows, write_at)
+from t2t_lite.layers import checks
 from t2t_lite.token_ids import EOS_ID, START_ID
 
 
@@ -86,7 +87,7 @@ def tile_to_beams(tree, beam_size):
 
 def flat_beam_indices(beam_indices, beam_size):
   """Beam indices [batch, k] (per sentence) -> row indices [batch * k] into [batch * beam, ...]."""
-  batch = ops.shape(beam_indices)[0]
+  batch = checks.dim(beam_indices, 0)
   offsets = ops.arange(batch, dtype="int32")[:, None] * beam_size      # [batch, 1]
   return ops.reshape(ops.cast(beam_indices, "int32") + offsets, (-1,))  # [batch * k]
 
@@ -103,16 +104,7 @@ def gather_beams(tree, beam_indices, beam_size):
     The same structure with tensors [batch * k, ...].
   """
   rows = flat_beam_indices(beam_indices, beam_size)                    # [batch * k]
-  return keras.tree.map_structure(lambda t: ops.take(t, rows, axis=0), tree)
-
-
-def _gather(x, beam_indices):
-  """x [batch, n, ...], beam_indices [batch, k] -> [batch, k, ...]."""
-  shape = tuple(ops.shape(x))
-  batch, n, rest = shape[0], shape[1], shape[2:]
-  flat = ops.reshape(x, (batch * n,) + rest)                           # [batch * n, ...]
-  picked = gather_beams(flat, beam_indices, n)                         # [batch * k, ...]
-  return ops.reshape(picked, (batch, ops.shape(beam_indices)[1]) + rest)  # [batch, k, ...]
+  return keras.tree.map_structure(lambda t: gather(t, rows), tree)
 
 
 def _keep_done(done, old, new):
@@ -206,18 +198,18 @@ def top_candidates(logits, alive_log_probs, k, chunk=None, mask=None):
     scores = score(logits, row_max[..., None], log_norm[..., None], alive_log_probs[..., None])
     return ops.top_k(ops.reshape(scores, (-1, beam * vocab)), k)
   beam_of_chunk = ops.repeat(ops.arange(beam, dtype="int32"), chunks)            # [beam*nc]
-  per_chunk = lambda t: ops.take(t, beam_of_chunk, axis=1)                       # [b, beam*nc]
+  per_chunk = lambda t: gather(t, beam_of_chunk, axis=1)                          # [b, beam*nc]
   chunk_scores = score(chunk_max, per_chunk(row_max), per_chunk(log_norm),
                        per_chunk(alive_log_probs))                               # [b, beam*nc]
   _, top_chunks = ops.top_k(chunk_scores, k)                                     # [b, k]
   top_chunks = ops.sort(top_chunks, axis=-1)  # candidates in index order, as top_k breaks ties
-  candidates = ops.take_along_axis(padded, top_chunks[:, :, None], axis=1)       # [b, k, chunk]
+  candidates = take_rows(padded, top_chunks)                                     # [b, k, chunk]
   source_beam = top_chunks // chunks                                             # [b, k]
-  per_candidate = lambda t: ops.take_along_axis(t, source_beam, axis=1)[..., None]  # [b, k, 1]
+  per_candidate = lambda t: take_rows(t, source_beam)[..., None]                 # [b, k, 1]
   candidates = score(candidates, per_candidate(row_max), per_candidate(log_norm),
                      per_candidate(alive_log_probs))                             # [b, k, chunk]
   values, position = ops.top_k(ops.reshape(candidates, (-1, k * chunk)), k)      # [b, k]
-  chosen = ops.take_along_axis(top_chunks, position // chunk, axis=1)            # [b, k]
+  chosen = take_rows(top_chunks, position // chunk)                              # [b, k]
   token = (chosen % chunks) * chunk + position % chunk
   return values, (chosen // chunks) * vocab + token
 
@@ -259,20 +251,20 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
       2 * beam_size, mask=mask)                                                  # [b, 2*beam]
   topk_beams = ops.floor_divide(topk_flat, vocab_size)                           # [b, 2*beam]
   topk_tokens = ops.cast(ops.mod(topk_flat, vocab_size), "int32")                # [b, 2*beam]
-  topk_ids = _gather(state.alive_ids, topk_beams)                                # [b, 2*beam, L+1]
+  topk_ids = take_rows(state.alive_ids, topk_beams)                              # [b, 2*beam, L+1]
   topk_ids = write_at(topk_ids, step + 1, topk_tokens)                           # [b, 2*beam, L+1]
   topk_finished = (topk_tokens == eos_id) & (topk_log_probs > NEG_INF)           # [b, 2*beam]
 
   # Alive: the beam best candidates that did not write EOS (and their caches).
   alive_log_probs, alive_pick = ops.top_k(
       ops.where(topk_finished, NEG_INF, topk_log_probs), beam_size)              # [b, beam]
-  alive_ids = _gather(topk_ids, alive_pick)                                      # [b, beam, L+1]
-  source_beams = ops.take_along_axis(topk_beams, alive_pick, axis=1)             # [b, beam]
+  alive_ids = take_rows(topk_ids, alive_pick)                                    # [b, beam, L+1]
+  source_beams = take_rows(topk_beams, alive_pick)                               # [b, beam]
   cache = (gather_beams(cache, source_beams, beam_size) if reorder_cache is None
            else reorder_cache(cache, source_beams))                              # [b*beam, ...]
   constraint_state = state.constraint
   if constraint is not None:
-    alive_tokens = ops.take_along_axis(topk_tokens, alive_pick, axis=1)          # [b, beam]
+    alive_tokens = take_rows(topk_tokens, alive_pick)                            # [b, beam]
     constraint_state = constraint.update(
         gather_beams(constraint_state, source_beams, beam_size),
         ops.reshape(alive_tokens, (-1,)), hypothesis_step)                       # [b*beam, ...]
@@ -283,7 +275,7 @@ def grow(state, symbols_to_logits_fn, batch_size, beam_size, vocab_size, alpha, 
   new_scores = ops.where(topk_finished, topk_log_probs / penalty, NEG_INF)       # [b, 2*beam]
   finished_scores, finished_pick = ops.top_k(
       ops.concatenate([state.finished_scores, new_scores], axis=1), beam_size)   # [b, beam]
-  finished_ids = _gather(
+  finished_ids = take_rows(
       ops.concatenate([state.finished_ids, topk_ids], axis=1), finished_pick)    # [b, beam, L+1]
   # Candidates come best first: those of the beam best that ended (`stop_when_finished`'s count).
   ended = state.ended + ops.sum(ops.cast(topk_finished[:, :beam_size], "int32"), axis=1)  # [b]
@@ -344,9 +336,9 @@ def finalize(state, fill_with_alive=True):
     from_finished = from_finished | (num_finished > 0)[:, None]                  # [batch, beam]
   alive_pick = ops.clip(slots - num_finished[:, None], 0, beam_size - 1)         # [batch, beam]
   ids = ops.where(from_finished[:, :, None], state.finished_ids,
-                  _gather(state.alive_ids, alive_pick))                          # [b, beam, L+1]
+                  take_rows(state.alive_ids, alive_pick))                        # [b, beam, L+1]
   scores = ops.where(from_finished, state.finished_scores,
-                     ops.take_along_axis(state.alive_log_probs, alive_pick, axis=1))  # [b, beam]
+                     take_rows(state.alive_log_probs, alive_pick))               # [b, beam]
   if not fill_with_alive:
     ids = ops.where((scores > NEG_INF)[:, :, None], ids, 0)                      # [b, beam, L+1]
   return ids[:, :, 1:], scores                                                   # [b, beam, L]

@@ -34,6 +34,7 @@ import keras
 from keras import ops
 
 from t2t_lite.decoding.constraints import masked_logits
+from t2t_lite.layers import checks
 from t2t_lite.token_ids import EOS_ID, START_ID
 
 NEG_INF = float("-inf")
@@ -47,6 +48,29 @@ class SamplingState(NamedTuple):
   finished: Any    # [batch] bool: wrote EOS or reached its length limit
   cache: Any       # nested dict, each tensor [batch, ...]
   constraint: Any  # the constraint's state, each tensor [batch, ...] ({} without one)
+
+
+def gather(x, indices, axis=0):
+  """`ops.take(x, indices, axis)` for `indices` known to lie in [0, x.shape[axis]): the same
+  values. On TensorFlow one `GatherV2`, where Keras' `take` adds a fix for negative indices (a
+  `Shape`, `StridedSlice`, `Less`, `AddV2` and `SelectV2` with their constants) that a search's
+  trace would create at every use; a trace's cost is mostly such small operations."""
+  if keras.backend.backend() != "tensorflow":
+    return ops.take(x, indices, axis=axis)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.gather(x, indices, axis=axis)
+
+
+def take_rows(x, indices):
+  """`x` [b, n, ...] and `indices` int [b, k] in [0, n) -> [b, k, ...]: row `indices[i, j]` of
+  sentence i, as `ops.take_along_axis(x, indices[:, :, None, ...], axis=1)` gives it. On
+  TensorFlow one `GatherV2` over the rows (`batch_dims=1`), where Keras' `take_along_axis`
+  broadcasts the indices to x's shape, fixes negative ones and transposes the gathered axis last
+  and back (about 47 graph operations a call)."""
+  if keras.backend.backend() != "tensorflow":
+    return ops.take_along_axis(x, indices[(...,) + (None,) * (len(x.shape) - 2)], axis=1)
+  import tensorflow as tf  # pylint: disable=import-outside-toplevel
+  return tf.gather(x, indices, axis=1, batch_dims=1)
 
 
 def decode_limits(decode_lengths, batch_size, max_decode_length):
@@ -67,7 +91,7 @@ def write_at(ids, position, tokens):
   position = ops.convert_to_tensor(position)
   if len(position.shape) == 1:                                         # [batch] -> [batch, 1.., 1]
     position = ops.reshape(position, (-1,) + (1,) * (len(ids.shape) - 1))
-  hit = ops.arange(ops.shape(ids)[-1], dtype="int32") == position      # [length] or [b, 1.., length]
+  hit = ops.arange(checks.dim(ids, -1), dtype="int32") == position      # [length] or [b, 1.., length]
   return ops.where(hit, ops.expand_dims(tokens, -1), ids)              # [..., length]
 
 
@@ -78,7 +102,7 @@ def read_at(ids, position):
   if len(position.shape) == 0:
     return ops.take(ids, position, axis=-1)                            # [...]
   position = ops.reshape(position, (-1,) + (1,) * (len(ids.shape) - 1))  # [batch, 1.., 1]
-  hit = ops.arange(ops.shape(ids)[-1], dtype="int32") == position      # [batch, 1.., length]
+  hit = ops.arange(checks.dim(ids, -1), dtype="int32") == position      # [batch, 1.., length]
   return ops.sum(ops.where(hit, ids, ops.zeros_like(ids)), axis=-1)    # [batch, ...]
 
 
@@ -177,7 +201,7 @@ def first_argmax(logits):
   maxima give the first index, as `argmax` does, with one exception: -0.0 and 0.0 count as equal
   here, where Keras' argmax ranks 0.0 first. All -inf (every token forbidden) gives 0.
   """
-  vocab = ops.shape(logits)[-1]
+  vocab = checks.dim(logits, -1)
   best = ops.max(logits, axis=-1, keepdims=True)                          # [batch, 1]
   index = ops.arange(vocab, dtype="int32")                                # [vocab]
   return ops.min(ops.where(logits == best, index, vocab), axis=-1)        # [batch]
@@ -335,7 +359,7 @@ def sampling_search(symbols_to_logits_fn, initial_cache, batch_size, max_decode_
     cdf = ops.cumsum(ops.softmax(logits, axis=-1), axis=-1)              # [batch, vocab]
     target = ops.take(uniform, step, axis=0)[:, None] * cdf[:, -1:]      # [batch, 1]
     tokens = ops.sum(ops.cast(cdf < target, "int32"), axis=-1)           # [batch]
-    return ops.minimum(tokens, ops.shape(logits)[-1] - 1)                # [batch]
+    return ops.minimum(tokens, checks.dim(logits, -1) - 1)                # [batch]
 
   state = sampling_loop(symbols_to_logits_fn, initial_cache, batch_size, max_decode_length, pick,
                         eos_id, decode_lengths, constraint, constraint_state, cache_lengths,

@@ -28,6 +28,7 @@ from t2t_lite.data.vocab import strip_ids
 from t2t_lite.decoding import beam_search as search_lib
 from t2t_lite.decoding import buckets, refill_search, sampling, shrinking, xla_cache
 from t2t_lite.hparams import DecodeHParams
+from t2t_lite.layers import checks
 from t2t_lite.models.ensemble import Ensemble
 from t2t_lite.models.transformer import join_cache, split_cache
 from t2t_lite.token_ids import EOS_ID, PAD_ID
@@ -254,7 +255,7 @@ def entries_axis(key):
 def pad_axis(t, axis, size):
   """`t` with zeros appended along `axis` up to `size`."""
   paddings = [(0, 0)] * len(t.shape)
-  paddings[axis] = (0, size - ops.shape(t)[axis])
+  paddings[axis] = (0, size - checks.dim(t, axis))
   return ops.pad(t, paddings)
 
 

@@ -6,6 +6,15 @@ import keras
 from keras import ops
 
 
+def dim(x, axis):
+  """The size of `x` along `axis`: a Python int where the shape says it (always on JAX), else a
+  scalar tensor (`ops.shape`). In a traced graph a known size is a constant, where `ops.shape`
+  adds a `Shape` and a `StridedSlice` with their constants at every call (on TensorFlow): a beam
+  search's trace is mostly such small operations, and each costs time to create."""
+  size = x.shape[axis]
+  return size if size is not None else ops.shape(x)[axis]
+
+
 def check_rate(name, value):
   """Raises a ValueError unless `value` is a dropout rate in [0, 1)."""
   if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:

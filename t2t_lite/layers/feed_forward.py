@@ -68,7 +68,7 @@ class FeedForward(keras.layers.Layer):
     if len(inputs.shape) < 2:
       raise ValueError(f"FeedForward expects inputs [..., channels]; got shape {inputs.shape}.")
     dtype = self.compute_dtype
-    leading_shape = ops.shape(inputs)[:-1]
+    leading_shape = tuple(checks.dim(inputs, axis) for axis in range(len(inputs.shape) - 1))
     x = ops.reshape(ops.cast(inputs, dtype), (-1, inputs.shape[-1]))  # [N, d]
     bias_1, bias_2 = ops.cast(self.bias_1, dtype), ops.cast(self.bias_2, dtype)
     hidden = projection.project(x, ops.cast(self.kernel_1, dtype))
@@ -88,7 +88,7 @@ class FeedForward(keras.layers.Layer):
     hidden = self.dropout(hidden, training=training)  # [N, d_ff]
     outputs = projection.project(hidden, ops.cast(self.kernel_2, dtype))
     outputs = outputs - ops.negative(bias_2) if matrix_vector else outputs + bias_2
-    return ops.reshape(outputs, tuple(leading_shape) + (self._output_channels,))
+    return ops.reshape(outputs, leading_shape + (self._output_channels,))
 
   def compute_output_shape(self, input_shape):
     return tuple(input_shape[:-1]) + (self.output_channels or input_shape[-1],)

@@ -220,7 +220,7 @@ class MultiHeadAttention(keras.layers.Layer):
   def _project(self, x, kernel, bias_name):
     """[B, T, d] @ [d, n] (+ the bias `bias_name` with use_bias) as a 2-D matmul -> [B * T, n]."""
     x = ops.cast(x, self.compute_dtype)
-    projected = projection.project(ops.reshape(x, (-1, ops.shape(x)[-1])), self._kernel(kernel))
+    projected = projection.project(ops.reshape(x, (-1, checks.dim(x, -1))), self._kernel(kernel))
     return projected + self._kernel(getattr(self, bias_name)) if self.use_bias else projected
 
   def _split_heads(self, x, length, depth):
@@ -228,7 +228,7 @@ class MultiHeadAttention(keras.layers.Layer):
     return ops.transpose(ops.reshape(x, (-1, length, self.num_heads, depth)), (0, 2, 1, 3))
 
   def _project_qkv(self, query):
-    length = ops.shape(query)[1]
+    length = checks.dim(query, 1)
     kc = self._key_channels
     q, k, v = ops.split(self._project(query, self.qkv_kernel, "qkv_bias"), [kc, 2 * kc], axis=-1)
     return (self._split_heads(q, length, self._key_depth),
@@ -242,7 +242,7 @@ class MultiHeadAttention(keras.layers.Layer):
       raise ValueError("compute_memory_kv is for encoder-decoder attention; this layer has "
                        "self_attention=True. Use init_cache(batch_size, max_length) instead.")
     checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
-    length = ops.shape(memory)[1]
+    length = checks.dim(memory, 1)
     k, v = ops.split(self._project(memory, self.kv_kernel, "kv_bias"), [self._key_channels], axis=-1)
     v = self._split_heads(v, length, self._value_depth)
     if transposed_keys:  # [B * S, H * d_k] -> [B, H, d_k, S]
@@ -292,7 +292,7 @@ class MultiHeadAttention(keras.layers.Layer):
   def call(self, query, memory=None, attention_mask=None, cache=None, step=None,
            return_attention_scores=False, training=None, query_groups=None):
     attention_mask = self._check_call(query, memory, attention_mask, cache, step)
-    query_length = ops.shape(query)[1]
+    query_length = checks.dim(query, 1)
     groups = query_groups if cache is not None and query_groups not in (None, 1) else None
     transposed = cache is not None and "kt" in cache
     if self.self_attention and cache is not None and transposed != bool(groups):
@@ -325,7 +325,7 @@ class MultiHeadAttention(keras.layers.Layer):
       q = self._split_heads(projected, query_length * (groups or 1), self._key_depth)
     output, weights = self._attend(q, k, v, attention_mask, training, query_length, transposed)
     if return_attention_scores and groups:  # [B, H, g * Tq, Tk] -> [B * g, H, Tq, Tk]
-      keys = ops.shape(weights)[-1]
+      keys = checks.dim(weights, -1)
       weights = ops.reshape(weights, (-1, self.num_heads, groups, query_length, keys))
       weights = ops.reshape(ops.transpose(weights, (0, 2, 1, 3, 4)),
                             (-1, self.num_heads, query_length, keys))
