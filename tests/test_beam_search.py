@@ -17,8 +17,9 @@ from keras import ops
 from t2t_lite.decoding import beam_search as beam_search_lib
 from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
                                            run_beam_search, tile_to_beams, top_candidates)
-from t2t_lite.decoding.sampling import (first_argmax, greedy_search, sampling_search,
-                                        token_log_probs)
+from t2t_lite.decoding.sampling import (first_argmax, gather, greedy_search, sampling_search,
+                                        take_rows, token_log_probs)
+from t2t_lite.layers.checks import dim
 
 pytestmark = pytest.mark.backend_independent
 
@@ -560,6 +561,24 @@ def test_tile_and_gather_beams():
   picked = gather_beams(tiled, np.asarray([[1, 1, 0], [0, 1, 1]]), beam_size=2)
   np.testing.assert_array_equal(numpy(picked["a"])[:, 0], [0, 0, 0, 3, 3, 3])
   assert numpy(picked["b"]["c"]).tolist() == [7, 7, 7, 8, 8, 8]
+
+
+def test_the_searches_gathers_equal_numpys_in_and_out_of_a_compiled_function():
+  """`take_rows` (the rows of each sentence) and `gather` (one axis) against numpy's
+  take_along_axis and take, eagerly and compiled; and `dim`: an int where the size is known."""
+  rng = np.random.default_rng(3)
+  x = rng.normal(size=(3, 5, 4, 2)).astype("float32")
+  rows = rng.integers(0, 5, size=(3, 6)).astype("int32")
+  cases = [(lambda a, i: take_rows(a, i), x, rows, np.take_along_axis(x, rows[:, :, None, None], 1)),
+           (lambda a, i: take_rows(a, i), x[:, :, 0, 0], rows,
+            np.take_along_axis(x[:, :, 0, 0], rows, 1))]
+  for axis in (0, 1, 2, -1):
+    picks = rng.integers(0, x.shape[axis], size=(7,)).astype("int32")
+    cases.append((lambda a, i, axis=axis: gather(a, i, axis=axis), x, picks, np.take(x, picks, axis)))
+  for fn, a, indices, expected in cases:
+    np.testing.assert_array_equal(numpy(fn(a, indices)), expected)
+    np.testing.assert_array_equal(numpy(compiled(fn)(a, indices)), expected)
+  assert dim(ops.convert_to_tensor(x), 2) == 4 and isinstance(dim(ops.convert_to_tensor(x), -1), int)
 
 
 def test_bad_arguments_are_explained():
