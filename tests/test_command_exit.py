@@ -1,6 +1,7 @@
 """The commands end without Python's last garbage collections over TensorFlow's objects
-(t2t_lite/bin/__init__.py: `gc.freeze` as the last exit handler of a `t2t-lite-*` program), and
-a program that only imports t2t_lite.bin is left as it was."""
+(t2t_lite/bin/__init__.py: `gc.freeze` among the exit handlers of a `t2t-lite-*` program, after
+those registered once `t2t_lite.bin` is imported), and a program that only imports t2t_lite.bin
+is left as it was."""
 
 import subprocess
 import sys
@@ -32,7 +33,7 @@ def _run(argv0):
   return result.stdout.splitlines()
 
 
-def test_a_command_freezes_the_heap_after_its_other_exit_handlers():
+def test_a_command_freezes_the_heap_at_exit():
   lines = _run("/usr/local/bin/t2t-lite-probe")
   assert lines[0] == "done", lines
   frozen = [line for line in lines if line.startswith("frozen at exit:")]

@@ -74,7 +74,7 @@ def make_search_fn(model, decode_hparams, max_position, constraint=None):
   def search(source_ids, seed=None, best_only=False):
     source_ids = ops.cast(source_ids, "int32")
     encoder_output, source_mask = model.encode(source_ids, training=False)
-    batch = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
+    batch = checks.dim(source_ids, 0)
     source_length = ops.sum(ops.cast(source_mask, "int32"), axis=1)                # [B]
     width = source_ids.shape[1] if source_ids.shape[1] is not None else limit
     max_decode_length = output_length(width, dh, max_position)                     # static
@@ -161,7 +161,7 @@ def make_refill_fns(model, decode_hparams, max_position, constraint=None):
     width = source_ids.shape[1]
     if width is None:
       raise ValueError("the refill search needs a static source width (a bucket)")
-    n = source_ids.shape[0] if source_ids.shape[0] is not None else ops.shape(source_ids)[0]
+    n = checks.dim(source_ids, 0)
     slots = min(dh.refill_slots, n) if isinstance(n, int) else ops.minimum(n, dh.refill_slots)
     max_decode_length = output_length(width, dh, max_position)                      # static
     source_length = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)  # [N]
