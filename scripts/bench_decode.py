@@ -24,7 +24,11 @@ interleaved rounds of at least `--min_seconds` (1 s) and `--repeats` calls each
 (`benchmarking.interleaved`); each configuration's fastest round counts.
 CTranslate2 (`pip install ctranslate2`, not a dependency; skipped when missing) runs the same
 random weights, written into a CTranslate2 model by `ctranslate2_twin`, with `intra_threads` =
-the cores; the run prints how many greedy outputs are identical token for token.
+the cores; the run prints how many greedy outputs are identical token for token. Its float32
+products are oneDNN's, whose kernels follow the CPU's instruction sets, and the widest is not
+always the fastest: on a CPU with AVX-512 the float32 model runs again in a process of its own
+with oneDNN capped at AVX2 (`ONEDNN_MAX_CPU_ISA`; `--ctranslate2_isa_caps`), and every ratio and
+ceiling is printed over each, so that the peer is taken at its best setting, not at its default.
 
 At batch 1 a greedy step is bound by memory bandwidth: it reads every float32 weight of the
 decoder (the encoder-decoder keys/values are projected once per source) and the output
@@ -453,12 +457,14 @@ def ceiling_seconds(products, batch, beam, rates, peak):
                                 else peak) for p in products)
 
 
-def ctranslate2_runs(model, source, workdir, threads, length):
+def ctranslate2_runs(model, source, workdir, threads, length, isa_caps=()):
   """CTranslate2 greedy and beam 4 on the exporter's float32 and int8 models of the same weights
-  and sources (each source ends with EOS, which CTranslate2 appends itself)."""
+  and sources (each source ends with EOS, which CTranslate2 appends itself), in this process;
+  and for each oneDNN ISA in `isa_caps` (e.g. "AVX2"), the float32 model again in a process of
+  its own whose oneDNN is capped at that ISA (`CTranslate2Process`). Returns (runs, processes)."""
   import ctranslate2  # pylint: disable=import-outside-toplevel
   tokens = [[f"t{i}" for i in row[:-1]] for row in source.numpy()]
-  runs = {}
+  runs, processes = {}, []
   for quantization in ("float32", "int8"):
     path = ctranslate2_twin(model, os.path.join(
         workdir, f"ct2_{model.config.hidden_size}_{model.config.num_decoder_layers}_{quantization}"),
@@ -467,17 +473,89 @@ def ctranslate2_runs(model, source, workdir, threads, length):
                                         inter_threads=1, intra_threads=threads)
     for beam in (1, 4):
       name = f"CTranslate2 {quantization}, {search_name(beam)}"
-      runs[name] = lambda _, t=translator, b=beam: t.translate_batch(
+      runs[name] = lambda _, t=translator, b=beam: [r.hypotheses[0] for r in t.translate_batch(
           tokens, beam_size=b, length_penalty=0.6, min_decoding_length=length,
-          max_decoding_length=length)
-  return runs
+          max_decoding_length=length)]
+    if quantization == "float32":
+      for isa in isa_caps:
+        process = CTranslate2Process(path, tokens, threads, length, isa)
+        processes.append(process)
+        for beam in (1, 4):
+          runs[f"CTranslate2 float32, oneDNN at most {isa}, {search_name(beam)}"] = (
+              lambda _, p=process, b=beam: p(b))
+  return runs, processes
 
 
-def same_greedy_tokens(our_ids, ct2_results):
-  """How many sentences got exactly the same greedy tokens from both engines."""
+# CTranslate2 in a process of its own: float32, its oneDNN capped at an instruction set by
+# ONEDNN_MAX_CPU_ISA, which oneDNN reads once, when it first runs (so not in this process, whose
+# CTranslate2 has run). On each line of stdin (a beam size) it translates the tokens it was given
+# and answers with the seconds and the best hypotheses.
+CT2_WORKER = """
+import json, sys, time
+import ctranslate2
+path, threads, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+translator = ctranslate2.Translator(path, device="cpu", compute_type="float32", inter_threads=1,
+                                    intra_threads=threads)
+tokens = json.loads(sys.stdin.readline())
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+  start = time.perf_counter()
+  results = translator.translate_batch(tokens, beam_size=int(line), length_penalty=0.6,
+                                       min_decoding_length=length, max_decoding_length=length)
+  print(json.dumps({"seconds": time.perf_counter() - start,
+                    "hypotheses": [r.hypotheses[0] for r in results]}), flush=True)
+"""
+
+
+class CTranslate2Process:
+  """`CT2_WORKER` on the float32 model at `path`, with this process's environment and
+  ONEDNN_MAX_CPU_ISA=`isa`; calling it with a beam size translates `tokens` and returns the best
+  hypotheses. oneDNN picks its kernels by the CPU's instruction sets, and the fastest set is not
+  always the widest: on the AMD Zen 4 (AVX-512 on 256-bit units) the oneDNN that CTranslate2
+  bundles ran base's float32 greedy search about 1.5x as fast capped at AVX2 (see
+  docs/performance.md), so a fair peer is CTranslate2 at its best cap, not at its default."""
+
+  def __init__(self, path, tokens, threads, length, isa):
+    self.process = subprocess.Popen(  # pylint: disable=consider-using-with
+        [sys.executable, "-c", CT2_WORKER, path, str(threads), str(length)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        env={**os.environ, "ONEDNN_MAX_CPU_ISA": isa})
+    self._write(json.dumps(tokens))
+    self._read()
+
+  def _write(self, line):
+    self.process.stdin.write(line + "\n")
+    self.process.stdin.flush()
+
+  def _read(self):
+    line = self.process.stdout.readline()
+    if not line:
+      raise RuntimeError(f"the CTranslate2 process ended (status {self.process.wait()})")
+    return json.loads(line)
+
+  def __call__(self, beam):
+    self._write(str(beam))
+    return self._read()["hypotheses"]
+
+  def close(self):
+    self.process.stdin.close()
+    self.process.wait(timeout=60)
+
+
+def ctranslate2_isa_caps(setting):
+  """The oneDNN caps `--ctranslate2_isa_caps` names: "auto" is AVX2 on a CPU with AVX-512 (where
+  oneDNN would otherwise pick its AVX-512 kernels) and none elsewhere; "" none."""
+  if setting != "auto":
+    return tuple(isa for isa in setting.split(",") if isa)
+  return ("AVX2",) if "avx512f" in (cpu.flags(cpu.read()) or ()) else ()
+
+
+def same_greedy_tokens(our_ids, ct2_hypotheses):
+  """How many sentences got exactly the same greedy tokens from both engines (CTranslate2's best
+  hypothesis of each sentence, a list of tokens)."""
   special = {"<s>": 0, "</s>": 1, "<unk>": 2}
-  theirs = [[special.get(t) if t in special else int(t[1:]) for t in r.hypotheses[0]]
-            for r in ct2_results]
+  theirs = [[special.get(t) if t in special else int(t[1:]) for t in hypothesis]
+            for hypothesis in ct2_hypotheses]
   return sum(list(map(int, a)) == b for a, b in zip(our_ids[:, 0], theirs))
 
 
@@ -902,6 +980,10 @@ def parse_args(argv=None):
                       help="GFLOP per call of each product shape's timed chain (product_rates)")
   parser.add_argument("--no_ctranslate2", action="store_true",
                       help="skip the CTranslate2 peer (pip install ctranslate2; not a dependency)")
+  parser.add_argument("--ctranslate2_isa_caps", default="auto",
+                      help="CTranslate2 float32 again, in a process of its own, with its oneDNN "
+                           "capped at each of these instruction sets (ONEDNN_MAX_CPU_ISA, e.g. "
+                           "AVX2,AVX512_CORE); auto: AVX2 on a CPU with AVX-512, none elsewhere")
   parser.add_argument("--model_dir", default=None,
                       help="only: this trained model directory on --lines (see bench_model_dir)")
   parser.add_argument("--lines", default=None, help="source lines for --model_dir")
@@ -1039,9 +1121,13 @@ def bench_fixed_work(args, ct2):
           runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
               lambda s, f=search: [t.numpy() for t in f(s)])
       runs.update(zip(UNCACHED, (uncached_greedy(model, length), uncached_whole_model(model, length))))
+      processes, ct2_float32 = [], ["CTranslate2 float32"]
       if ct2:
-        runs.update(ctranslate2_runs(model, source, args.workdir, threads, length))
-      processes = []
+        ct2_runs, processes = ctranslate2_runs(model, source, args.workdir, threads, length,
+                                               ctranslate2_isa_caps(args.ctranslate2_isa_caps))
+        runs.update(ct2_runs)
+        ct2_float32 += [name.rsplit(", ", 1)[0] for name in ct2_runs
+                        if ", oneDNN at most " in name and name.endswith(", greedy")]
       if not args.no_saved_model:
         name, fn, process = saved_model_run(model, source, args.workdir, beam=4)
         runs[name] = lambda s, fn=fn: fn()
@@ -1073,17 +1159,18 @@ def bench_fixed_work(args, ct2):
         same = sum(np.array_equal(a[:length], b[:length]) for a, b in zip(cached_ids, ids))
         print_row(shape, batch, f"{uncached}: outputs identical to cached", f"{same}/{batch} sentences")
       if ct2:
-        for ours, theirs in (("greedy, cached", "CTranslate2 float32, greedy"),
-                             ("beam 4, cached", "CTranslate2 float32, beam 4")):
-          print_row(shape, batch, f"{ours} / {theirs}", f"{rates[ours] / rates[theirs]:.2f}x")
-        same = same_greedy_tokens(outputs["greedy, cached"][0], outputs["CTranslate2 float32, greedy"])
-        print_row(shape, batch, "greedy outputs identical to CTranslate2's", f"{same}/{batch} sentences")
+        for peer in ct2_float32:  # CTranslate2 float32 as it starts, then at each oneDNN cap
+          for ours, kind in (("greedy, cached", "greedy"), ("beam 4, cached", "beam 4")):
+            print_row(shape, batch, f"{ours} / {peer}, {kind}",
+                      f"{rates[ours] / rates[f'{peer}, {kind}']:.2f}x")
+          same = same_greedy_tokens(outputs["greedy, cached"][0], outputs[f"{peer}, greedy"])
+          print_row(shape, batch, f"greedy outputs identical to {peer}'s", f"{same}/{batch} sentences")
         for quantization in ("int8",):
           theirs = f"CTranslate2 {quantization}, beam 4"
           print_row(shape, batch, f"beam 4, cached / {theirs}",
                     f"{rates['beam 4, cached'] / rates[theirs]:.2f}x")
       print_ceilings(shape, batch, length, products[shape], peak, product_rates_[shape, batch],
-                     rates if ct2 else None)
+                     rates, ct2_float32 if ct2 else ())
       if not args.no_saved_model:
         served = outputs["beam 4, SavedModel in a default process"]
         beam_ids = outputs["beam 4, cached"][0][:, 0]
@@ -1094,10 +1181,10 @@ def bench_fixed_work(args, ct2):
                   f"{rates['beam 4, SavedModel in a default process'] / rates['beam 4, cached']:.2f}x")
 
 
-def print_ceilings(shape, batch, length, products, peak, product_rates_, rates):
+def print_ceilings(shape, batch, length, products, peak, product_rates_, rates, peers):
   """The float32 ceilings of greedy and beam 4: every counted FLOP at the square matmul peak,
-  and at the rates measured at the decoder's own shapes (`ceiling_seconds`); each over
-  CTranslate2 float32 when `rates` ({row name: target tok/s}) has it."""
+  and at the rates measured at the decoder's own shapes (`ceiling_seconds`); each over each of
+  `peers` (CTranslate2 float32 rows of `rates`, {row name: target tok/s}, without the search)."""
   for beam, ps in products.items():
     kind = search_name(beam)
     flops = batch * sum(p.flops for p in ps)
@@ -1106,8 +1193,8 @@ def print_ceilings(shape, batch, length, products, peak, product_rates_, rates):
     for where, time_s in seconds.items():
       print_row(shape, batch, f"{kind} float32 ceiling at {where}", f"{batch * length / time_s:,.0f}",
                 f"{batch / time_s:,.1f}", f"{flops / time_s / 1e9:.1f}", f"{flops / time_s / peak:.2f}")
-    if rates is not None:
-      theirs = f"CTranslate2 float32, {kind}"
+    for peer in peers:
+      theirs = f"{peer}, {kind}"
       for where, time_s in seconds.items():
         print_row(shape, batch, f"{kind} ceiling at {where} / {theirs}",
                   f"{batch * length / time_s / rates[theirs]:.2f}x")
