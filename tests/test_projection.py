@@ -1,5 +1,6 @@
 """`projection.project` (TensorFlow): the values and both gradients of a plain matmul, on every path;
-`projection.fused_glorot_uniform`: each part of a fused attention kernel a Glorot uniform of its own."""
+`projection.fused_glorot_uniform`: each part of a fused attention kernel a Glorot uniform of its own;
+`projection.split`: numpy's split of a fused projection's output, traced as one operation."""
 
 import numpy as np
 import pytest
@@ -104,3 +105,32 @@ def test_fused_kernels_initialize_each_projection_as_its_own_glorot_uniform(self
     assert abs(part.std() / (limit / np.sqrt(3)) - 1) < 0.03, size
   width = min(sizes[:2])  # drawn on their own: not one draw repeated
   assert abs(np.corrcoef(parts[0][:, :width].ravel(), parts[1][:, :width].ravel())[0, 1]) < 0.05
+
+
+@pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
+def test_split_cuts_the_last_axis_as_numpy_does_and_traces_one_split(mode):
+  """Values and gradients against numpy, batch and length unknown in the traced graph, and the
+  trace holds one SplitV and no Shape (Keras' split derives the sizes from the shape in the
+  graph: about 24 operations)."""
+  x = np.random.default_rng(0).normal(size=(2, 3, 10)).astype("float32")
+  weights = [np.random.default_rng(i).normal(size=(2, 3, n)).astype("float32")
+             for i, n in enumerate((4, 4, 2))]
+
+  def pieces_and_grad(x):
+    with tf.GradientTape() as tape:
+      tape.watch(x)
+      pieces = projection.split(x, (4, 4, 2))
+      loss = sum(tf.reduce_sum(p * w) for p, w in zip(pieces, weights))
+    return pieces, tape.gradient(loss, x)
+
+  if mode != "eager":
+    pieces_and_grad = tf.function(pieces_and_grad, jit_compile=mode == "xla",
+                                  input_signature=[tf.TensorSpec((None, None, 10), tf.float32)])
+    split_only = tf.function(lambda x: projection.split(x, (4, 4, 2)),
+                             input_signature=[tf.TensorSpec((None, None, 10), tf.float32)])
+    kinds = [op.type for op in split_only.get_concrete_function().graph.get_operations()]
+    assert kinds.count("SplitV") == 1 and "Shape" not in kinds and len(kinds) <= 8, kinds
+  pieces, grad = pieces_and_grad(tf.constant(x))
+  for piece, expected in zip(pieces, np.split(x, [4, 8], axis=-1)):
+    np.testing.assert_array_equal(piece.numpy(), expected)
+  np.testing.assert_array_equal(grad.numpy(), np.concatenate(weights, axis=-1))

@@ -230,7 +230,8 @@ class MultiHeadAttention(keras.layers.Layer):
   def _project_qkv(self, query):
     length = checks.dim(query, 1)
     kc = self._key_channels
-    q, k, v = ops.split(self._project(query, self.qkv_kernel, "qkv_bias"), [kc, 2 * kc], axis=-1)
+    q, k, v = projection.split(self._project(query, self.qkv_kernel, "qkv_bias"),
+                               (kc, kc, self._value_channels))
     return (self._split_heads(q, length, self._key_depth),
             self._split_heads(k, length, self._key_depth),
             self._split_heads(v, length, self._value_depth))
@@ -243,7 +244,8 @@ class MultiHeadAttention(keras.layers.Layer):
                        "self_attention=True. Use init_cache(batch_size, max_length) instead.")
     checks.check_rank("memory", memory, (3,), "[batch, memory_length, channels]")
     length = checks.dim(memory, 1)
-    k, v = ops.split(self._project(memory, self.kv_kernel, "kv_bias"), [self._key_channels], axis=-1)
+    k, v = projection.split(self._project(memory, self.kv_kernel, "kv_bias"),
+                            (self._key_channels, self._value_channels))
     v = self._split_heads(v, length, self._value_depth)
     if transposed_keys:  # [B * S, H * d_k] -> [B, H, d_k, S]
       k = ops.reshape(k, (-1, length, self.num_heads, self._key_depth))
@@ -342,7 +344,8 @@ class MultiHeadAttention(keras.layers.Layer):
       raise ValueError("A shared self-attention cache needs a static query length ([B, T, d]).")
     entries = cache["v"].shape[2]                                               # L * g
     kc = self._key_channels
-    q, k, v = ops.split(self._project(query, self.qkv_kernel, "qkv_bias"), [kc, 2 * kc], axis=-1)
+    q, k, v = projection.split(self._project(query, self.qkv_kernel, "qkv_bias"),
+                               (kc, kc, self._value_channels))
     q = self._split_heads(q, groups * query_length, self._key_depth)         # [B, H, g * Tq, d_k]
 
     def slots(x, depth):  # [B * g * Tq, H * depth] -> [B, H, Tq, g, depth]
