@@ -17,8 +17,9 @@ from keras import ops
 from t2t_lite.decoding import beam_search as beam_search_lib
 from t2t_lite.decoding.beam_search import (beam_search, gather_beams, length_penalty,
                                            run_beam_search, tile_to_beams, top_candidates)
-from t2t_lite.decoding.sampling import (first_argmax, gather, greedy_search, sampling_search,
-                                        take_rows, token_log_probs)
+from t2t_lite.decoding.gathers import gather, take_rows
+from t2t_lite.decoding.sampling import (first_argmax, greedy_search, sampling_search,
+                                        token_log_probs)
 from t2t_lite.layers.checks import dim
 
 pytestmark = pytest.mark.backend_independent

@@ -52,9 +52,10 @@ import keras
 from keras import ops
 
 from t2t_lite.decoding import shrinking
+from t2t_lite.decoding.gathers import gather, take_rows
 from t2t_lite.decoding.sampling import (NEG_INF, check_cache_phases, checked_constraint_state,
-                                        decode_limits, gather, greedy_search, next_step, read_at,
-                                        run_phases, take_rows, write_at)
+                                        decode_limits, greedy_search, next_step, read_at,
+                                        run_phases, write_at)
 from t2t_lite.layers import checks
 from t2t_lite.token_ids import EOS_ID, START_ID
 

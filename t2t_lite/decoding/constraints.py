@@ -30,6 +30,7 @@ Example, forcing the first two tokens of every output:
 
 from keras import ops
 
+from t2t_lite.decoding.gathers import gather, take_rows
 from t2t_lite.token_ids import PAD_ID
 
 
@@ -55,9 +56,9 @@ class ForcedPrefix:
     step = ops.cast(step, "int32")                                               # [] or [b]
     position = ops.minimum(step, ops.shape(prefix)[1] - 1)
     if len(position.shape) == 1:  # a step per row (a refill search's slots)
-      forced = ops.take_along_axis(prefix, position[:, None], axis=1)[:, 0]      # [b]
+      forced = take_rows(prefix, position[:, None])[:, 0]                        # [b]
     else:
-      forced = ops.take(prefix, position, axis=1)                                # [b]
+      forced = gather(prefix, position, axis=1)                                  # [b]
     vocab = ops.arange(self.vocab_size, dtype="int32")[None, :]                  # [1, V]
     free = (step >= state["length"])[:, None]                                    # [b, 1]
     return free | ops.equal(vocab, forced[:, None])                              # [b, V]

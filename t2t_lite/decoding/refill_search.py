@@ -55,6 +55,7 @@ from keras import ops
 
 from t2t_lite.decoding.beam_search import (_check_arguments, finalize, grow, init_state,
                                            sentence_done, tile_to_beams)
+from t2t_lite.decoding.gathers import gather
 from t2t_lite.decoding.sampling import (SamplingState, check_cache_phases, first_argmax, run_phases,
                                         sampling_step)
 from t2t_lite.token_ids import EOS_ID, START_ID
@@ -201,8 +202,8 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     hit = ops.arange(total, dtype="int32")[:, None] == target[None, :]           # [N, S]
     source_slot = ops.argmax(ops.cast(hit, "int32"), axis=1)                     # [N]
     written = ops.any(hit, axis=1)                                               # [N]
-    out_ids = _select_rows(written, ops.take(ids, source_slot, axis=0), r.ids)   # [N, beams, L]
-    out_scores = _select_rows(written, ops.take(scores, source_slot, axis=0), r.scores)
+    out_ids = _select_rows(written, gather(ids, source_slot), r.ids)   # [N, beams, L]
+    out_scores = _select_rows(written, gather(scores, source_slot), r.scores)
 
     candidate = r.waiting + ops.cumsum(ops.cast(free, "int32")) - 1              # [S]
     started = free & (candidate < count)                                         # [S]
@@ -211,7 +212,7 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     index = ops.clip(sentence, 0, total - 1)                                     # [S]
     row_started = ops.repeat(started, beams)                                     # [S*beams]
     gathered = lambda tree, copies: keras.tree.map_structure(                    # noqa: E731
-        lambda t: ops.take(t, ops.repeat(index, copies), axis=0), tree)          # [S*copies, ...]
+        lambda t: gather(t, ops.repeat(index, copies)), tree)                  # [S*copies, ...]
     slots = _select_rows(started, fresh, r.slots._replace(constraint={}))
     slots = slots._replace(constraint=_select_rows(row_started, gathered(constraint_state, beams),
                                                    r.slots.constraint))
@@ -221,7 +222,7 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
         # sentence started (one gather, not a gather and a select over the keys and values of
         # every slot).
         inputs=gathered(sentence_inputs, copies),
-        limits=ops.where(started, ops.take(limits_all, index, axis=0), r.limits),
+        limits=ops.where(started, gather(limits_all, index), r.limits),
         ids=out_ids, scores=out_scores)
 
   def largest_step(r):
@@ -242,7 +243,7 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     return ops.any(r.sentence < count)
 
   start = lambda tree, copies: keras.tree.map_structure(                         # noqa: E731
-      lambda t: ops.take(t, ops.zeros((num_slots * copies,), "int32"), axis=0), tree)
+      lambda t: gather(t, ops.zeros((num_slots * copies,), "int32")), tree)
   empty = RefillState(
       step=ops.convert_to_tensor(0, "int32"),
       cache=(initial_cache if reorder_cache is not None

@@ -34,6 +34,7 @@ import keras
 from keras import ops
 
 from t2t_lite.decoding.constraints import masked_logits
+from t2t_lite.decoding.gathers import take_rows
 from t2t_lite.layers import checks
 from t2t_lite.token_ids import EOS_ID, START_ID
 
@@ -48,29 +49,6 @@ class SamplingState(NamedTuple):
   finished: Any    # [batch] bool: wrote EOS or reached its length limit
   cache: Any       # nested dict, each tensor [batch, ...]
   constraint: Any  # the constraint's state, each tensor [batch, ...] ({} without one)
-
-
-def gather(x, indices, axis=0):
-  """`ops.take(x, indices, axis)` for `indices` known to lie in [0, x.shape[axis]): the same
-  values. On TensorFlow one `GatherV2`, where Keras' `take` adds a fix for negative indices (a
-  `Shape`, `StridedSlice`, `Less`, `AddV2` and `SelectV2` with their constants) that a search's
-  trace would create at every use; a trace's cost is mostly such small operations."""
-  if keras.backend.backend() != "tensorflow":
-    return ops.take(x, indices, axis=axis)
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.gather(x, indices, axis=axis)
-
-
-def take_rows(x, indices):
-  """`x` [b, n, ...] and `indices` int [b, k] in [0, n) -> [b, k, ...]: row `indices[i, j]` of
-  sentence i, as `ops.take_along_axis(x, indices[:, :, None, ...], axis=1)` gives it. On
-  TensorFlow one `GatherV2` over the rows (`batch_dims=1`), where Keras' `take_along_axis`
-  broadcasts the indices to x's shape, fixes negative ones and transposes the gathered axis last
-  and back (about 47 graph operations a call)."""
-  if keras.backend.backend() != "tensorflow":
-    return ops.take_along_axis(x, indices[(...,) + (None,) * (len(x.shape) - 2)], axis=1)
-  import tensorflow as tf  # pylint: disable=import-outside-toplevel
-  return tf.gather(x, indices, axis=1, batch_dims=1)
 
 
 def decode_limits(decode_lengths, batch_size, max_decode_length):
@@ -215,7 +193,7 @@ def token_log_probs(logits, tokens):
   """
   best = ops.max(logits, axis=-1)                                         # [batch]
   total = ops.sum(ops.exp(logits - ops.expand_dims(best, -1)), axis=-1)   # [batch]
-  chosen = ops.take_along_axis(logits, ops.expand_dims(tokens, 1), axis=1)[:, 0]  # [batch]
+  chosen = take_rows(logits, ops.expand_dims(tokens, 1))[:, 0]             # [batch]
   return (chosen - best) - ops.log(total)                                 # [batch]
 
 

@@ -21,6 +21,8 @@ the end.
 import keras
 from keras import ops
 
+from t2t_lite.decoding.gathers import gather
+
 
 def batch_sizes(batch_size: int, smallest: int) -> tuple[int, ...]:
   """The sizes a shrinking search over `batch_size` sentences runs at: the batch, then halved
@@ -62,9 +64,9 @@ def take_sentences(tree, order, batch):
     if k == 0:
       return t
     if k == 1:
-      return ops.take(t, order, axis=0)
+      return gather(t, order)
     rows = order[:, None] * k + ops.arange(k, dtype="int32")[None, :]          # [n, k]
-    return ops.take(t, ops.reshape(rows, (-1,)), axis=0)                       # [n * k, ...]
+    return gather(t, ops.reshape(rows, (-1,)))                                 # [n * k, ...]
   return keras.tree.map_structure(take, tree)
 
 
