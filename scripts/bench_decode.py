@@ -237,34 +237,44 @@ def clean_environment():
   return {name: os.environ[name] for name in ("PATH", "HOME", "LANG", "TMPDIR") if name in os.environ}
 
 
-class SavedModelProcess:
-  """The SavedModel in a default process (`SERVE_WORKER`, clean environment); calling it
-  translates `lines_file` once and returns the translations. `startup_seconds`: from the start of
-  the process to the model loaded."""
+class WorkerProcess:
+  """A Python worker (`code` run with `args`, `env` its whole environment) that prints one JSON
+  line when ready and one per request line it reads: `request(line)` sends one and returns the
+  answer. `startup_seconds`: from the start of the process to ready."""
 
-  def __init__(self, export_path, lines_file, batch):
+  def __init__(self, code, args, env):
     start = time.perf_counter()
     self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, "-c", SERVE_WORKER, export_path, lines_file, str(batch)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env=clean_environment())
+        [sys.executable, "-c", code, *map(str, args)], stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     self._read()
     self.startup_seconds = time.perf_counter() - start
 
   def _read(self):
     line = self.process.stdout.readline()
     if not line:
-      raise RuntimeError(f"the SavedModel process ended (status {self.process.wait()})")
+      raise RuntimeError(f"the {type(self).__name__} worker ended (status {self.process.wait()})")
     return json.loads(line)
 
-  def __call__(self, _=None):
-    self.process.stdin.write("run\n")
+  def request(self, line):
+    self.process.stdin.write(line + "\n")
     self.process.stdin.flush()
-    return self._read()["translations"]
+    return self._read()
 
   def close(self):
     self.process.stdin.close()
     self.process.wait(timeout=60)
+
+
+class SavedModelProcess(WorkerProcess):
+  """The SavedModel in a default process (`SERVE_WORKER`, clean environment); calling it
+  translates `lines_file` once and returns the translations."""
+
+  def __init__(self, export_path, lines_file, batch):
+    super().__init__(SERVE_WORKER, (export_path, lines_file, batch), clean_environment())
+
+  def __call__(self, _=None):
+    return self.request("run")["translations"]
 
 
 def saved_model_of(model, directory, beam, length):
@@ -489,14 +499,14 @@ def ctranslate2_runs(model, source, workdir, threads, length, isa_caps=()):
 # CTranslate2 in a process of its own: float32, its oneDNN capped at an instruction set by
 # ONEDNN_MAX_CPU_ISA, which oneDNN reads once, when it first runs (so not in this process, whose
 # CTranslate2 has run). On each line of stdin (a beam size) it translates the tokens it was given
-# and answers with the seconds and the best hypotheses.
+# (JSON, its last argument) and answers with the seconds and the best hypotheses.
 CT2_WORKER = """
 import json, sys, time
 import ctranslate2
 path, threads, length = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+tokens = json.loads(sys.argv[4])
 translator = ctranslate2.Translator(path, device="cpu", compute_type="float32", inter_threads=1,
                                     intra_threads=threads)
-tokens = json.loads(sys.stdin.readline())
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
   start = time.perf_counter()
@@ -507,7 +517,7 @@ for line in sys.stdin:
 """
 
 
-class CTranslate2Process:
+class CTranslate2Process(WorkerProcess):
   """`CT2_WORKER` on the float32 model at `path`, with this process's environment and
   ONEDNN_MAX_CPU_ISA=`isa`; calling it with a beam size translates `tokens` and returns the best
   hypotheses. oneDNN picks its kernels by the CPU's instruction sets, and the fastest set is not
@@ -516,30 +526,53 @@ class CTranslate2Process:
   docs/performance.md), so a fair peer is CTranslate2 at its best cap, not at its default."""
 
   def __init__(self, path, tokens, threads, length, isa):
-    self.process = subprocess.Popen(  # pylint: disable=consider-using-with
-        [sys.executable, "-c", CT2_WORKER, path, str(threads), str(length)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        env={**os.environ, "ONEDNN_MAX_CPU_ISA": isa})
-    self._write(json.dumps(tokens))
-    self._read()
-
-  def _write(self, line):
-    self.process.stdin.write(line + "\n")
-    self.process.stdin.flush()
-
-  def _read(self):
-    line = self.process.stdout.readline()
-    if not line:
-      raise RuntimeError(f"the CTranslate2 process ended (status {self.process.wait()})")
-    return json.loads(line)
+    super().__init__(CT2_WORKER, (path, threads, length, json.dumps(tokens)),
+                     {**os.environ, "ONEDNN_MAX_CPU_ISA": isa})
 
   def __call__(self, beam):
-    self._write(str(beam))
-    return self._read()["hypotheses"]
+    return self.request(str(beam))["hypotheses"]
 
-  def close(self):
-    self.process.stdin.close()
-    self.process.wait(timeout=60)
+
+# CTranslate2 and SentencePiece only, as docs/ctranslate2.md translates with an exported model
+# folder: on each line of stdin, the lines of a file in batches, in file order (an empty line
+# gives an empty translation without decoding); answers with the seconds and the translations.
+CT2_LINES_WORKER = """
+import json, os, sys, time
+import ctranslate2, sentencepiece
+folder, lines_file, batch, compute_type = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+with open(os.path.join(folder, "t2t_lite_decode.json"), encoding="utf-8") as f:
+  record = json.load(f)
+options, extra = record["translate_batch"], record["decode_hparams"]["extra_length"]
+source = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "source.spm"))
+target = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "target.spm"))
+translator = ctranslate2.Translator(folder, device="cpu", compute_type=compute_type,
+                                    intra_threads=len(os.sched_getaffinity(0)))
+with open(lines_file, encoding="utf-8") as f:
+  lines = [line.rstrip("\\n") for line in f]
+print(json.dumps({"ready": True}), flush=True)
+for _ in sys.stdin:
+  start, out = time.perf_counter(), []
+  for i in range(0, len(lines), batch):
+    pieces = source.encode(lines[i:i + batch], out_type=str)
+    longest = max(len(p) for p in pieces) + 1
+    results = translator.translate_batch(pieces, max_decoding_length=longest + extra, **options)
+    out += [target.decode_pieces(r.hypotheses[0]) if line.strip() else ""
+            for r, line in zip(results, lines[i:i + batch])]
+  print(json.dumps({"seconds": time.perf_counter() - start, "translations": out}), flush=True)
+"""
+
+
+class CTranslate2LinesProcess(WorkerProcess):
+  """`CT2_LINES_WORKER` on an exported CTranslate2 folder, with this process's environment and,
+  given `isa`, oneDNN capped at it (as `CTranslate2Process`); calling it translates `lines_file`
+  once and returns the translations."""
+
+  def __init__(self, folder, lines_file, batch, compute_type, isa=None):
+    super().__init__(CT2_LINES_WORKER, (folder, lines_file, batch, compute_type),
+                     dict(os.environ, **({"ONEDNN_MAX_CPU_ISA": isa} if isa else {})))
+
+  def __call__(self, _=None):
+    return self.request("run")["translations"]
 
 
 def ctranslate2_isa_caps(setting):
@@ -802,7 +835,8 @@ def bench_model_dir(args):
   --rounds; the graph sorts each request and searches it in sub-batches of its `sub_batch_size`,
   or through its `refill_slots` slots refilled as sentences finish; the problem's decode defaults
   with --saved_model_decode_hparams), and the exporter's CTranslate2 float32 and int8 models
-  (ctranslate2 + sentencepiece only, the recorded beam and length penalty), and the in-process
+  (ctranslate2 + sentencepiece only, the recorded beam and length penalty; each setting a process
+  of its own, float32 also with oneDNN capped as --ctranslate2_isa_caps says), and the in-process
   search with and without cache phases (`cache_phase_runs`); outputs compared with the decoder's
   (with --cache_phases_only, the phases alone, compared with the one-phase search's; with
   --no_in_process, the in-process rows skipped), and sacreBLEU against --references when given."""
@@ -866,31 +900,20 @@ def bench_model_dir(args):
     rows[f"SavedModel{label}, default process (start-up + first pass, compiles)"] = (
         process.startup_seconds + firsts[label], timings[label].result)
   if not args.no_ctranslate2:
-    import ctranslate2  # pylint: disable=import-outside-toplevel
-    import sentencepiece  # pylint: disable=import-outside-toplevel
+    # Each setting in a process of its own (a oneDNN cap holds for a whole process), its rounds
+    # interleaved with the others'.
+    ct2 = {}
     for quantization in ("float32", "int8"):
       folder = ct2_export.export(args.model_dir, os.path.join(args.workdir, f"ct2_{quantization}"),
                                  quantization, force=True)
-      with open(os.path.join(folder, ct2_export.DECODE_FILE), encoding="utf-8") as f:
-        record = json.load(f)
-      options, extra = record["translate_batch"], record["decode_hparams"]["extra_length"]
-      source = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "source.spm"))
-      target = sentencepiece.SentencePieceProcessor(model_file=os.path.join(folder, "target.spm"))
-      translator = ctranslate2.Translator(folder, device="cpu", compute_type=quantization,
-                                          intra_threads=len(os.sched_getaffinity(0)))
-
-      def translate(_, translator=translator, source=source, target=target, options=options,
-                    extra=extra):
-        out = []
-        for i in range(0, len(lines), args.batch):
-          pieces = source.encode(lines[i:i + args.batch], out_type=str)
-          longest = max(len(p) for p in pieces) + 1
-          results = translator.translate_batch(pieces, max_decoding_length=longest + extra, **options)
-          out += [target.decode_pieces(r.hypotheses[0]) if line.strip() else ""
-                  for r, line in zip(results, lines[i:i + args.batch])]
-        return out
-      timing = interleaved({"ct2": translate}, args.rounds)["ct2"]
-      rows[f"CTranslate2 {quantization} (translation only, best round)"] = (timing.seconds, timing.result)
+      caps = ctranslate2_isa_caps(args.ctranslate2_isa_caps) if quantization == "float32" else ()
+      for isa in (None,) + caps:
+        name = f"CTranslate2 {quantization}{f', oneDNN at most {isa}' if isa else ''}"
+        ct2[name] = CTranslate2LinesProcess(folder, lines_file, args.batch, quantization, isa)
+    timings = interleaved(ct2, args.rounds)
+    for name, process in ct2.items():
+      process.close()
+      rows[f"{name} (translation only, best round)"] = (timings[name].seconds, timings[name].result)
   rows.update(phase_rows)
   print_model_dir_rows(args, lines, rows, reference_outputs, "the decoder's")
 
