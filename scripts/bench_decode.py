@@ -467,6 +467,16 @@ def ceiling_seconds(products, batch, beam, rates, peak):
                                 else peak) for p in products)
 
 
+def ct2_float32_name(isa=None):
+  """The row name of CTranslate2 float32 as it starts, or with its oneDNN capped at `isa`."""
+  return "CTranslate2 float32" + (f", oneDNN at most {isa}" if isa else "")
+
+
+def onednn_environment(isa=None):
+  """This process's environment, with oneDNN capped at `isa` (ONEDNN_MAX_CPU_ISA) when given."""
+  return {**os.environ, **({"ONEDNN_MAX_CPU_ISA": isa} if isa else {})}
+
+
 def ctranslate2_runs(model, source, workdir, threads, length, isa_caps=()):
   """CTranslate2 greedy and beam 4 on the exporter's float32 and int8 models of the same weights
   and sources (each source ends with EOS, which CTranslate2 appends itself), in this process;
@@ -491,7 +501,7 @@ def ctranslate2_runs(model, source, workdir, threads, length, isa_caps=()):
         process = CTranslate2Process(path, tokens, threads, length, isa)
         processes.append(process)
         for beam in (1, 4):
-          runs[f"CTranslate2 float32, oneDNN at most {isa}, {search_name(beam)}"] = (
+          runs[f"{ct2_float32_name(isa)}, {search_name(beam)}"] = (
               lambda _, p=process, b=beam: p(b))
   return runs, processes
 
@@ -527,7 +537,7 @@ class CTranslate2Process(WorkerProcess):
 
   def __init__(self, path, tokens, threads, length, isa):
     super().__init__(CT2_WORKER, (path, threads, length, json.dumps(tokens)),
-                     {**os.environ, "ONEDNN_MAX_CPU_ISA": isa})
+                     onednn_environment(isa))
 
   def __call__(self, beam):
     return self.request(str(beam))["hypotheses"]
@@ -569,7 +579,7 @@ class CTranslate2LinesProcess(WorkerProcess):
 
   def __init__(self, folder, lines_file, batch, compute_type, isa=None):
     super().__init__(CT2_LINES_WORKER, (folder, lines_file, batch, compute_type),
-                     dict(os.environ, **({"ONEDNN_MAX_CPU_ISA": isa} if isa else {})))
+                     onednn_environment(isa))
 
   def __call__(self, _=None):
     return self.request("run")["translations"]
@@ -908,7 +918,7 @@ def bench_model_dir(args):
                                  quantization, force=True)
       caps = ctranslate2_isa_caps(args.ctranslate2_isa_caps) if quantization == "float32" else ()
       for isa in (None,) + caps:
-        name = f"CTranslate2 {quantization}{f', oneDNN at most {isa}' if isa else ''}"
+        name = ct2_float32_name(isa) if quantization == "float32" else f"CTranslate2 {quantization}"
         ct2[name] = CTranslate2LinesProcess(folder, lines_file, args.batch, quantization, isa)
     timings = interleaved(ct2, args.rounds)
     for name, process in ct2.items():
@@ -1144,13 +1154,12 @@ def bench_fixed_work(args, ct2):
           runs[f"{kind}, cached{'' if xla else ', graph (xla=false)'}"] = (
               lambda s, f=search: [t.numpy() for t in f(s)])
       runs.update(zip(UNCACHED, (uncached_greedy(model, length), uncached_whole_model(model, length))))
-      processes, ct2_float32 = [], ["CTranslate2 float32"]
+      processes, ct2_float32 = [], []
       if ct2:
-        ct2_runs, processes = ctranslate2_runs(model, source, args.workdir, threads, length,
-                                               ctranslate2_isa_caps(args.ctranslate2_isa_caps))
+        caps = ctranslate2_isa_caps(args.ctranslate2_isa_caps)
+        ct2_runs, processes = ctranslate2_runs(model, source, args.workdir, threads, length, caps)
         runs.update(ct2_runs)
-        ct2_float32 += [name.rsplit(", ", 1)[0] for name in ct2_runs
-                        if ", oneDNN at most " in name and name.endswith(", greedy")]
+        ct2_float32 = [ct2_float32_name(isa) for isa in (None,) + caps]
       if not args.no_saved_model:
         name, fn, process = saved_model_run(model, source, args.workdir, beam=4)
         runs[name] = lambda s, fn=fn: fn()
@@ -1193,7 +1202,7 @@ def bench_fixed_work(args, ct2):
           print_row(shape, batch, f"beam 4, cached / {theirs}",
                     f"{rates['beam 4, cached'] / rates[theirs]:.2f}x")
       print_ceilings(shape, batch, length, products[shape], peak, product_rates_[shape, batch],
-                     rates, ct2_float32 if ct2 else ())
+                     rates, ct2_float32)
       if not args.no_saved_model:
         served = outputs["beam 4, SavedModel in a default process"]
         beam_ids = outputs["beam 4, cached"][0][:, 0]

@@ -199,7 +199,7 @@ def top_candidates(logits, alive_log_probs, k, chunk=None, mask=None):
     scores = score(logits, row_max[..., None], log_norm[..., None], alive_log_probs[..., None])
     return ops.top_k(ops.reshape(scores, (-1, beam * vocab)), k)
   beam_of_chunk = ops.repeat(ops.arange(beam, dtype="int32"), chunks)            # [beam*nc]
-  per_chunk = lambda t: gather(t, beam_of_chunk, axis=1)                          # [b, beam*nc]
+  per_chunk = lambda t: gather(t, beam_of_chunk, axis=1)                         # [b, beam*nc]
   chunk_scores = score(chunk_max, per_chunk(row_max), per_chunk(log_norm),
                        per_chunk(alive_log_probs))                               # [b, beam*nc]
   _, top_chunks = ops.top_k(chunk_scores, k)                                     # [b, k]

@@ -202,7 +202,7 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     hit = ops.arange(total, dtype="int32")[:, None] == target[None, :]           # [N, S]
     source_slot = ops.argmax(ops.cast(hit, "int32"), axis=1)                     # [N]
     written = ops.any(hit, axis=1)                                               # [N]
-    out_ids = _select_rows(written, gather(ids, source_slot), r.ids)   # [N, beams, L]
+    out_ids = _select_rows(written, gather(ids, source_slot), r.ids)             # [N, beams, L]
     out_scores = _select_rows(written, gather(scores, source_slot), r.scores)
 
     candidate = r.waiting + ops.cumsum(ops.cast(free, "int32")) - 1              # [S]
@@ -212,7 +212,7 @@ def refill_search(symbols_to_logits_fn, sentence_inputs, initial_cache, num_slot
     index = ops.clip(sentence, 0, total - 1)                                     # [S]
     row_started = ops.repeat(started, beams)                                     # [S*beams]
     gathered = lambda tree, copies: keras.tree.map_structure(                    # noqa: E731
-        lambda t: gather(t, ops.repeat(index, copies)), tree)                  # [S*copies, ...]
+        lambda t: gather(t, ops.repeat(index, copies)), tree)                    # [S*copies, ...]
     slots = _select_rows(started, fresh, r.slots._replace(constraint={}))
     slots = slots._replace(constraint=_select_rows(row_started, gathered(constraint_state, beams),
                                                    r.slots.constraint))
