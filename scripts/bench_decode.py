@@ -585,6 +585,13 @@ class CTranslate2LinesProcess(WorkerProcess):
     return self.request("run")["translations"]
 
 
+# The values oneDNN's ONEDNN_MAX_CPU_ISA accepts on x86 (its documentation's list).
+ONEDNN_ISAS = ("SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE",
+               "AVX512_CORE_VNNI", "AVX512_CORE_BF16", "AVX10_1_512", "AVX512_CORE_FP16",
+               "AVX10_1_512_AMX", "AVX512_CORE_AMX", "AVX10_1_512_AMX_FP16",
+               "AVX512_CORE_AMX_FP16", "DEFAULT", "ALL")
+
+
 def ctranslate2_isa_caps(setting):
   """The oneDNN caps `--ctranslate2_isa_caps` names: "auto" is AVX2 on a CPU with AVX-512 (where
   oneDNN would otherwise pick its AVX-512 kernels) and none elsewhere; "" none."""
@@ -1060,6 +1067,10 @@ def parse_args(argv=None):
     args = parser.parse_args(SMOKE + (argv if argv is not None else sys.argv[1:]))
   if args.no_in_process and args.cache_phases_only:
     parser.error("--no_in_process skips what --cache_phases_only runs: give one of them")
+  unknown = [isa for isa in ctranslate2_isa_caps(args.ctranslate2_isa_caps) if isa not in ONEDNN_ISAS]
+  if unknown:  # oneDNN ignores a name it does not know, and the row would be mislabelled
+    parser.error(f"--ctranslate2_isa_caps: unknown oneDNN instruction set(s) {', '.join(unknown)}; "
+                 f"give auto, or names from {', '.join(ONEDNN_ISAS)}")
   return args
 
 

@@ -94,6 +94,15 @@ def test_bench_train_smoke(tmp_path):
     assert low <= mfu <= high, (name, low, high, output)
 
 
+def test_bench_decode_rejects_an_unknown_onednn_cap():
+  """A name oneDNN does not know would run uncapped under a capped row's name: exit 2 instead."""
+  result = subprocess.run([sys.executable, os.path.join(REPO, "scripts", "bench_decode.py"),
+                           "--smoke", "--ctranslate2_isa_caps=AVX3"],
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 2, result.stdout[-2000:] + result.stderr[-2000:]
+  assert "unknown oneDNN instruction set(s) AVX3" in result.stderr and "AVX2" in result.stderr
+
+
 def test_bench_decode_smoke(tmp_path):
   # Its own --workdir: the default (/tmp/t2t_lite_bench) is a user's benchmark's, whose files this
   # run would overwrite.
