@@ -15,9 +15,16 @@
 #   AVERAGE        how many of the newest checkpoints to average (5)
 #   DECODE         the beam search (beam_size=4,alpha=1.2, tuned on val); extra_length=50,
 #                  batch_size=64 always
-#   ENSEMBLE       how many models to train at once and decode as one (1): member i in
-#                  OUT/member_i with seed=i (member 0 HPARAMS' own), each on a core of its own
-#                  where there are as many; their averages decoded together (--ensemble_dirs)
+#   ENSEMBLE       how many models to train at once and decode as one (auto): member i in
+#                  OUT/member_i with seed=i (member 0 HPARAMS' own), each on cores of its own
+#                  where there are as many; their averages decoded together (--ensemble_dirs).
+#                  auto: 2 members start, and at their first log line from update 200 on each
+#                  member's rate says how many updates it will make in TRAIN_MINUTES; from
+#                  ENSEMBLE_MIN_UPDATES (2600, where 2 members drew level with one model on val,
+#                  docs/training.md) both go on, else member 1 stops and member 0 resumes from its
+#                  checkpoint on every core for the minutes left. OUT/members records the choice.
+#                  With TRAIN_STEPS, or under 2 cores, auto is 1 (an update count is the same on
+#                  every machine, so only an explicit ENSEMBLE changes it).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 RAW=${RAW_DATA_DIR:-../shared/data/multi30k}
@@ -29,7 +36,19 @@ SAVE_STEPS=${SAVE_STEPS:-200}
 AVERAGE=${AVERAGE:-5}
 KEEP_CHECKPOINTS=${KEEP_CHECKPOINTS:-$(( AVERAGE > 10 ? AVERAGE : 10 ))}
 DECODE=${DECODE:-beam_size=4,alpha=1.2}
-ENSEMBLE=${ENSEMBLE:-1}
+ENSEMBLE=${ENSEMBLE:-auto}
+ENSEMBLE_MIN_UPDATES=${ENSEMBLE_MIN_UPDATES:-2600}
+if ! [[ $ENSEMBLE =~ ^(auto|[1-9][0-9]*)$ ]]; then
+  echo "error: ENSEMBLE=$ENSEMBLE: give a number of models (1, 2, ...) or auto" >&2
+  exit 2
+fi
+if ! [[ $ENSEMBLE_MIN_UPDATES =~ ^[0-9]+$ ]]; then
+  echo "error: ENSEMBLE_MIN_UPDATES=$ENSEMBLE_MIN_UPDATES: give a number of updates, e.g. 2600" >&2
+  exit 2
+fi
+if [ "$ENSEMBLE" = auto ] && { [ -n "$STEPS" ] || [ "$(nproc)" -lt 2 ]; }; then
+  ENSEMBLE=1
+fi
 if [ -f "$RAW/train.en" ]; then
   RAW_FLAG=(--raw_data_dir="$RAW")
 else
@@ -68,53 +87,150 @@ multi30k_train() {
 }
 
 # multi30k_members OUT: the model directories of the ENSEMBLE members under OUT, one a line (OUT
-# itself for one model).
+# itself for one model); where ENSEMBLE=auto has chosen, the ones OUT/members lists.
 multi30k_members() {
-  if [ "$ENSEMBLE" -le 1 ]; then
+  if [ "$ENSEMBLE" = auto ] && [ -f "$1/members" ]; then
+    cat "$1/members"
+    return
+  fi
+  if [ "$ENSEMBLE" = 1 ]; then
     echo "$1"
     return
   fi
   local i
-  for ((i = 0; i < ENSEMBLE; i++)); do echo "$1/member_$i"; done
+  for ((i = 0; i < ${ENSEMBLE/auto/2}; i++)); do echo "$1/member_$i"; done
 }
 
-# multi30k_members_pinned: whether multi30k_train_members pins each ENSEMBLE member to a core of
+# multi30k_members_pinned: whether multi30k_train_members pins each ENSEMBLE member to cores of
 # its own (taskset is there and the machine has a core per member).
 multi30k_members_pinned() {
-  command -v taskset > /dev/null && [ "$(nproc)" -ge "$ENSEMBLE" ]
+  command -v taskset > /dev/null && [ "$(nproc)" -ge "${ENSEMBLE/auto/2}" ]
+}
+
+# multi30k_start_members OUT [more trainer flags]: starts multi30k_train of every member
+# multi30k_members names in the background, member i's log beside its directory (OUT/member_i.log),
+# each pinned to its own nproc/ENSEMBLE cores (member i to cores i*k ... i*k+k-1) where
+# multi30k_members_pinned; their subshells' process ids in MEMBER_PIDS, their directories in
+# MEMBER_DIRS.
+multi30k_start_members() {
+  local out=$1
+  shift
+  mkdir -p "$out"
+  local i pin=0 per
+  mapfile -t MEMBER_DIRS < <(multi30k_members "$out")
+  multi30k_members_pinned && pin=1
+  per=$(( $(nproc) / ${#MEMBER_DIRS[@]} ))
+  MEMBER_PIDS=()
+  for i in "${!MEMBER_DIRS[@]}"; do
+    (
+      [ "$pin" = 1 ] && taskset -cp "$(( i * per ))-$(( i * per + per - 1 ))" "$BASHPID" > /dev/null
+      [ "$i" -gt 0 ] && HPARAMS="$HPARAMS,seed=$i"
+      multi30k_train "${MEMBER_DIRS[$i]}" "$@"
+    ) > "${MEMBER_DIRS[$i]}.log" 2>&1 &
+    MEMBER_PIDS+=($!)
+  done
+  echo "training ${#MEMBER_DIRS[@]} models at once$([ "$pin" = 1 ] &&
+    echo ", $per core$([ "$per" -gt 1 ] && echo s) each"): logs in ${MEMBER_DIRS[*]/%/.log}"
+}
+
+# multi30k_wait_members: waits for the members multi30k_start_members started; fails, naming the
+# log, if any failed.
+multi30k_wait_members() {
+  local failed=0 i
+  for i in "${!MEMBER_PIDS[@]}"; do
+    wait "${MEMBER_PIDS[$i]}" || { echo "member $i failed: see ${MEMBER_DIRS[$i]}.log" >&2; failed=1; }
+  done
+  for i in "${!MEMBER_DIRS[@]}"; do grep -E "^(done|time budget)" "${MEMBER_DIRS[$i]}.log" | tail -1 || true; done
+  return $failed
+}
+
+# multi30k_member_rate LOG: "STEP RATE" of the first progress line of LOG from update 200 on (its
+# updates/s covers the updates since the line before: tracing and compiling left out), or nothing
+# while there is none.
+multi30k_member_rate() {
+  [ -f "$1" ] || return 0
+  awk '/^step [0-9]+: .* updates\/s [0-9.e+-]+$/ {n = $2; sub(":", "", n)
+                                                   if (n + 0 >= 200) {print n, $NF; exit}}' "$1"
+}
+
+# multi30k_choose_members OUT START: ENSEMBLE=auto's choice while its 2 members train (started at
+# START, seconds since the epoch): at each member's first progress line from update 200 on, the
+# updates it will have made when TRAIN_MINUTES are spent, at that line's rate. If the fewer is
+# ENSEMBLE_MIN_UPDATES or more, both go on; else both stop once member 0 has saved a checkpoint at
+# or after that line, member 1's directory goes, and member 0 resumes on every core for the
+# minutes left (its log goes on in OUT/member_0.log and to the output). Writes OUT/members; fails
+# as multi30k_wait_members does.
+multi30k_choose_members() {
+  local out=$1 start=$2 i alive line steps=() rates=() seconds=() predicted=() fewest
+  while [ -z "${steps[0]:-}" ] || [ -z "${steps[1]:-}" ]; do
+    for i in 0 1; do
+      [ -n "${steps[$i]:-}" ] && continue
+      alive=1
+      kill -0 "${MEMBER_PIDS[$i]}" 2> /dev/null || alive=0  # before reading: then its log is whole
+      line=$(multi30k_member_rate "${MEMBER_DIRS[$i]}.log")
+      if [ -n "$line" ]; then
+        steps[$i]=${line% *} rates[$i]=${line#* } seconds[$i]=$(( $(date +%s) - start ))
+      elif [ "$alive" = 0 ]; then
+        echo "ENSEMBLE=auto: member $i ended before its rate from update 200 on was known; keeping both"
+        printf '%s\n' "${MEMBER_DIRS[@]}" > "$out/members"
+        multi30k_wait_members
+        return
+      fi
+    done
+    [ -n "${steps[0]:-}" ] && [ -n "${steps[1]:-}" ] || sleep 2
+  done
+  for i in 0 1; do
+    predicted[$i]=$(awk -v s="${steps[$i]}" -v r="${rates[$i]}" -v t="${seconds[$i]}" -v m="$MINUTES" \
+      'BEGIN {n = s + r * (m * 60 - t); printf "%d", (n > s ? n : s)}')
+  done
+  fewest=$(( predicted[0] < predicted[1] ? predicted[0] : predicted[1] ))
+  echo "ENSEMBLE=auto: members at ${rates[0]} and ${rates[1]} updates/s (updates $(( steps[0] - 100 ))-${steps[0]} and $(( steps[1] - 100 ))-${steps[1]}) make about ${predicted[0]} and ${predicted[1]} updates in $MINUTES min"
+  if (( fewest >= ENSEMBLE_MIN_UPDATES )); then
+    echo "ENSEMBLE=auto: $fewest >= ENSEMBLE_MIN_UPDATES ($ENSEMBLE_MIN_UPDATES): training both, decoded as one"
+    printf '%s\n' "${MEMBER_DIRS[@]}" > "$out/members"
+    multi30k_wait_members
+    return
+  fi
+  echo "ENSEMBLE=auto: $fewest < ENSEMBLE_MIN_UPDATES ($ENSEMBLE_MIN_UPDATES): one model instead; member 0 goes on alone on every core from its checkpoint"
+  until sed -n 's/^saved .*ckpt-\([0-9]*\)$/\1/p' "${MEMBER_DIRS[0]}.log" | awk -v s="${steps[0]}" '$1 >= s {f = 1} END {exit !f}'; do
+    kill -0 "${MEMBER_PIDS[0]}" 2> /dev/null || break
+    sleep 1
+  done
+  for i in 1 0; do  # the trainer first, then its subshell
+    pkill -TERM -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+    kill -TERM "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+    wait "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+  done
+  rm -rf "${MEMBER_DIRS[1]}"
+  echo "${MEMBER_DIRS[0]}" > "$out/members"
+  local left
+  left=$(awk -v m="$MINUTES" -v t=$(( $(date +%s) - start )) 'BEGIN {printf "%.2f", (m * 60 - t) / 60}')
+  echo "resuming ${MEMBER_DIRS[0]} for the $left min left" | tee -a "${MEMBER_DIRS[0]}.log"
+  MINUTES=$left multi30k_train "${MEMBER_DIRS[0]}" "${@:3}" 2>&1 | tee -a "${MEMBER_DIRS[0]}.log"
 }
 
 # multi30k_train_members OUT [more trainer flags]: multi30k_train of every ENSEMBLE member at once
-# (one model: OUT itself, in the foreground) into the directories multi30k_members names, member
-# i's log beside its directory (OUT/member_i.log), each pinned to core i (taskset)
-# where the machine has a core per member, so each trains on one core, as the others do; fails if
-# any failed.
+# (one model: OUT itself, in the foreground) into the directories multi30k_members names, as
+# multi30k_start_members starts them; ENSEMBLE=auto chooses (multi30k_choose_members), or resumes
+# what an earlier run into OUT chose. Fails if any member failed.
 multi30k_train_members() {
-  local out=$1
+  local out=$1 start
+  start=$(date +%s)
   shift
-  if [ "$ENSEMBLE" -le 1 ]; then
+  if [ "$ENSEMBLE" = auto ] && [ -f "$out/members" ] && [ "$(wc -l < "$out/members")" = 1 ]; then
+    multi30k_train "$(cat "$out/members")" "$@"
+    return
+  fi
+  if [ "$ENSEMBLE" = 1 ]; then
     multi30k_train "$out" "$@"
     return
   fi
-  mkdir -p "$out"
-  local members i pids=() pin=0
-  mapfile -t members < <(multi30k_members "$out")
-  multi30k_members_pinned && pin=1
-  for i in "${!members[@]}"; do
-    (
-      [ "$pin" = 1 ] && taskset -cp "$i" "$BASHPID" > /dev/null
-      [ "$i" -gt 0 ] && HPARAMS="$HPARAMS,seed=$i"
-      multi30k_train "${members[$i]}" "$@"
-    ) > "${members[$i]}.log" 2>&1 &
-    pids+=($!)
-  done
-  echo "training $ENSEMBLE models at once$([ "$pin" = 1 ] && echo ", one a core"): logs in ${members[*]/%/.log}"
-  local failed=0
-  for i in "${!pids[@]}"; do
-    wait "${pids[$i]}" || { echo "member $i failed: see ${members[$i]}.log" >&2; failed=1; }
-  done
-  for i in "${!members[@]}"; do grep -E "^(done|time budget)" "${members[$i]}.log" | tail -1 || true; done
-  return $failed
+  multi30k_start_members "$out" "$@"
+  if [ "$ENSEMBLE" = auto ] && [ ! -f "$out/members" ]; then
+    multi30k_choose_members "$out" "$start" "$@"
+  else
+    multi30k_wait_members
+  fi
 }
 
 # multi30k_training_path OUT [summary]: the precision and XLA the last training into OUT took, as

@@ -15,12 +15,13 @@
 # same minutes, which a short run gains more from than from bigger batches); warmup 400 updates,
 # not the set's 1,000, at the same peak learning rate, 5e-3 (learning_rate_constant = 5e-3 *
 # sqrt(128 * 400) = 1.1314); and the average of the last 2 checkpoints, not 5 (at 200 apart, 5
-# reach back into the warmup of a short run).
+# reach back into the warmup of a short run). One model: two at once pay only from the full recipe's
+# minutes on (ENSEMBLE=auto, docs/training.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export TRAIN_MINUTES=${TRAIN_MINUTES:-8} OUT=${OUT:-runs/quickstart}
 export HPARAMS=${HPARAMS:-multi30k_tiny,batch_size=2048,learning_rate_warmup_steps=400,learning_rate_constant=1.1314}
-export AVERAGE=${AVERAGE:-2}
+export AVERAGE=${AVERAGE:-2} ENSEMBLE=${ENSEMBLE:-1}
 if [ -e "$OUT/hparams.json" ]; then  # the trainer would resume it, or refuse other settings
   echo "error: $OUT holds an earlier run; the quickstart trains from scratch. Move it away" \
        "(mv $OUT $OUT.old) or choose another folder (OUT=runs/quickstart2 bash scripts/quickstart.sh)" >&2

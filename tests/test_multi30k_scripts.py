@@ -20,8 +20,10 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "mult
 
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
-# --train_minutes, and keeps the newest --keep_checkpoint_max of them; $FAKE_EXIT makes it stop
-# early with that status, hparams with learning_rate_constant=9 make it diverge; it records a
+# --train_minutes, logging "saved OUT/ckpt-N" for each, and keeps the newest --keep_checkpoint_max
+# of them; $FAKE_EXIT makes it stop early with that status, hparams with learning_rate_constant=9
+# make it diverge; with $FAKE_HOLD its first run into a folder then sleeps that many seconds
+# instead of ending (a training still going when the recipe reads its log); it records a
 # training path in hparams.json. Every --log_every updates it logs a line with the "updates/s" of
 # those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6;
 # a second ensemble member, hparams ending in seed=1: 1.1),
@@ -51,13 +53,14 @@ for ((s = log; s <= last; s += log)); do
   (( s <= 20 )) && r=0.05; (( s % 7 == 0 )) && r=0.1
   echo "step $s: loss 1.2345 lr 0.001 target tokens/s 1,234 updates/s $r"
 done
-for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; done
+for ((s = save; s <= last; s += save)); do touch "$out/ckpt-$s.index"; echo "saved $out/ckpt-$s"; done
 touch "$out/ckpt-$last.index"
 if [ -n "${keep:-}" ]; then
   ls "$out" | sed -n 's/^ckpt-\([0-9]*\)\.index$/\1/p' | sort -n | head -n -"$keep" |
     while read -r s; do rm "$out/ckpt-$s.index"; done
 fi
 [ -n "${FAKE_EXIT:-}" ] && exit "$FAKE_EXIT"
+if [ -n "${FAKE_HOLD:-}" ] && [ ! -e "$out/.held" ]; then touch "$out/.held"; exec sleep "$FAKE_HOLD"; fi
 case $hparams in *learning_rate_constant=9*)
   echo "error: training loss (or gradient) became NaN or infinite before step 301; stopped"; exit 1 ;;
 esac
@@ -117,7 +120,7 @@ def copy(tmp_path):
 
 
 SETTINGS_VARIABLES = ("TRAIN_MINUTES", "TRAIN_STEPS", "SAVE_STEPS", "AVERAGE", "HPARAMS", "DECODE", "OUT",
-                      "ENSEMBLE",
+                      "ENSEMBLE", "ENSEMBLE_MIN_UPDATES",
                       "DATA_DIR", "KEEP_CHECKPOINTS", "SMOKE", "SETTINGS", "ONLY", "MAX_TRAININGS",
                       "ROOT", "TABLE", "TUNE_SAVE_STEPS", "VAL_LINES", "RATES", "RATE_SKIP", "RATE_UPDATES",
                       "MEMBER_RATES")
@@ -145,7 +148,9 @@ def of(calls, command):
 
 
 def test_recipe_defaults_are_the_tuned_set_and_decoding(copy):
-  result, calls = run(copy, "multi30k_recipe.sh")
+  """One model (ENSEMBLE=1): the tuned set for 55 minutes into OUT itself, its last 5 checkpoints
+  averaged, test decoded with beam 4 and alpha 1.2 and scored."""
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE="1")
   assert result.returncode == 0, result.stderr
   raw = copy / "raw"
   assert of(calls, "trainer") == [
@@ -164,6 +169,91 @@ def test_recipe_defaults_are_the_tuned_set_and_decoding(copy):
                                f"--reference={raw}/test_2016_flickr.de --lang=de"]
   # The path the training took, as the trainer recorded it in hparams.json.
   assert "\ntraining path: float32, whole-step XLA (AVX2 CPU)\n" in result.stdout
+
+
+TWO_CORES = pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="ENSEMBLE=auto is 1 under 2 cores")
+
+
+def member_trainer_call(copy, i, budget, hparams="multi30k_tiny"):
+  return (f"--problem=translate_ende_multi30k --raw_data_dir={copy / 'raw'} --data_dir=t2t_data "
+          f"--hparams={hparams}{',seed=1' if i else ''} --output_dir=runs/multi30k/member_{i} {budget} "
+          "--save_checkpoints_steps=200 --keep_checkpoint_max=10 --eval_every=600 --eval_steps=20 "
+          "--log_every=100 --decode_hparams=extra_length=50")
+
+
+@TWO_CORES
+def test_recipe_by_default_keeps_two_members_that_make_enough_updates(copy):
+  """ENSEMBLE=auto (the default): two members start; at update 200 the slower one's rate (the
+  stand-in's seed=1 member: 1.1 updates/s, 200 + 1.1 x 3,300 s = about 3,829 updates in 55
+  minutes) clears ENSEMBLE_MIN_UPDATES (2,600), so both train on and decode as one; OUT/members
+  records them, and a second run into OUT resumes both."""
+  result, calls = run(copy, "multi30k_recipe.sh")
+  assert result.returncode == 0, result.stderr
+  budget = "--train_steps=100000 --train_minutes=55"
+  assert sorted(of(calls, "trainer")) == [member_trainer_call(copy, i, budget) for i in range(2)]
+  predicted = re.search(r"make about (\d+) and (\d+) updates in 55 min", result.stdout)
+  assert predicted, result.stdout
+  assert 3_800 < int(predicted.group(2)) <= 200 + 1.1 * 3300 < int(predicted.group(1)), predicted.group(0)
+  assert "ENSEMBLE=auto: members at 2.0 and 1.1 updates/s (updates 100-200 and 100-200)" in result.stdout
+  assert "training both, decoded as one" in result.stdout
+  runs = copy / "runs" / "multi30k"
+  assert (runs / "members").read_text() == "runs/multi30k/member_0\nruns/multi30k/member_1\n"
+  assert of(calls, "decoder")[0].startswith(
+      "--output_dir=runs/multi30k/member_0/averaged --ensemble_dirs=runs/multi30k/member_1/averaged ")
+  result, calls = run(copy, "multi30k_recipe.sh")
+  assert result.returncode == 0, result.stderr
+  assert sorted(of(calls, "trainer")) == [member_trainer_call(copy, i, budget) for i in range(2)]
+  assert "ENSEMBLE=auto: members at" not in result.stdout
+
+
+@TWO_CORES
+def test_recipe_by_default_goes_on_with_one_model_when_members_would_make_too_few(copy):
+  """Under ENSEMBLE_MIN_UPDATES, member 1 stops and goes, and member 0 resumes from its checkpoint
+  of update 200 on every core for the minutes left (unpinned); one model is averaged and decoded,
+  and OUT/members names it, so that a second run resumes it alone."""
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE_MIN_UPDATES="5000", FAKE_HOLD="31.7")
+  assert result.returncode == 0, result.stderr
+  first, second, resumed = of(calls, "trainer")
+  assert sorted([first, second]) == [member_trainer_call(copy, i, "--train_steps=100000 --train_minutes=55")
+                                     for i in range(2)]
+  left = re.search(r"--train_minutes=(\d+\.\d\d) ", resumed)
+  assert left and 54 < float(left.group(1)) <= 55, resumed
+  assert resumed == member_trainer_call(copy, 0, f"--train_steps=100000 --train_minutes={left.group(1)}")
+  assert "< ENSEMBLE_MIN_UPDATES (5000): one model instead" in result.stdout
+  runs = copy / "runs" / "multi30k"
+  assert not (runs / "member_1").exists()
+  assert (runs / "members").read_text() == "runs/multi30k/member_0\n"
+  log = (runs / "member_0.log").read_text()
+  assert f"resuming runs/multi30k/member_0 for the {left.group(1)} min left" in log
+  assert "done: step 1498" in log
+  average, = of(calls, "average")
+  assert average.startswith("--output_dir=runs/multi30k/member_0 --num_last_checkpoints=5 ")
+  decode, = of(calls, "decoder")
+  assert decode.startswith("--output_dir=runs/multi30k/member_0/averaged --decode_from_file=")
+  # The stand-in's held member 1 was stopped, not waited for (it would sleep 31.7 s).
+  assert not subprocess.run(["pgrep", "-f", "sleep 31.7"], capture_output=True).stdout
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE_MIN_UPDATES="5000")
+  assert result.returncode == 0, result.stderr
+  assert of(calls, "trainer") == [member_trainer_call(copy, 0, "--train_steps=100000 --train_minutes=55")]
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"ENSEMBLE": "two"}, "ENSEMBLE=two: give a number of models (1, 2, ...) or auto"),
+    ({"ENSEMBLE": "0"}, "ENSEMBLE=0: give a number of models"),
+    ({"ENSEMBLE_MIN_UPDATES": "lots"}, "ENSEMBLE_MIN_UPDATES=lots: give a number of updates"),
+])
+def test_recipe_refuses_an_ensemble_it_cannot_train(copy, env, message):
+  result, calls = run(copy, "multi30k_recipe.sh", **env)
+  assert result.returncode == 2 and calls == []
+  assert message in result.stderr
+
+
+def test_by_steps_the_recipe_trains_one_model_unless_told(copy):
+  """An update count is the same on every machine: with TRAIN_STEPS, auto is one model in OUT."""
+  result, calls = run(copy, "multi30k_recipe.sh", TRAIN_STEPS="400")
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert " --output_dir=runs/multi30k --train_steps=400 " in trainer
 
 
 def test_recipe_ensemble_trains_its_members_at_once_and_decodes_them_as_one(copy):
@@ -351,7 +441,7 @@ def test_curve_rejects_counts_it_cannot_average_before_averaging_any(copy, args,
 
 
 def test_recipe_takes_a_problem_item_out_of_the_hparams(copy):
-  result, calls = run(copy, "multi30k_recipe.sh",
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE="1",
                       HPARAMS="multi30k,problem=translate_ende_multi30k4k,dropout=0.3")
   assert result.returncode == 0, result.stderr
   trainer, = of(calls, "trainer")
