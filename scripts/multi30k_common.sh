@@ -111,7 +111,8 @@ multi30k_members_pinned() {
 # multi30k_members names in the background, member i's log beside its directory (OUT/member_i.log),
 # each pinned to its own nproc/ENSEMBLE cores (member i to cores i*k ... i*k+k-1) where
 # multi30k_members_pinned; their subshells' process ids in MEMBER_PIDS, their directories in
-# MEMBER_DIRS.
+# MEMBER_DIRS. Until multi30k_wait_members returns, Ctrl-C or SIGTERM stops them too (a background
+# job of a script ignores Ctrl-C, and would train on).
 multi30k_start_members() {
   local out=$1
   shift
@@ -129,6 +130,8 @@ multi30k_start_members() {
     ) > "${MEMBER_DIRS[$i]}.log" 2>&1 &
     MEMBER_PIDS+=($!)
   done
+  trap 'echo "stopping the member trainings" >&2; multi30k_stop_members; exit 130' INT
+  trap 'echo "stopping the member trainings" >&2; multi30k_stop_members; exit 143' TERM
   echo "training ${#MEMBER_DIRS[@]} models at once$([ "$pin" = 1 ] &&
     echo ", $per core$([ "$per" -gt 1 ] && echo s) each"): logs in ${MEMBER_DIRS[*]/%/.log}"
 }
@@ -140,8 +143,21 @@ multi30k_wait_members() {
   for i in "${!MEMBER_PIDS[@]}"; do
     wait "${MEMBER_PIDS[$i]}" || { echo "member $i failed: see ${MEMBER_DIRS[$i]}.log" >&2; failed=1; }
   done
+  trap - INT TERM
   for i in "${!MEMBER_DIRS[@]}"; do grep -E "^(done|time budget)" "${MEMBER_DIRS[$i]}.log" | tail -1 || true; done
   return $failed
+}
+
+# multi30k_stop_members [I ...]: stops the trainings of members I (every one by default) that
+# multi30k_start_members started, each trainer before its subshell, and waits for them.
+multi30k_stop_members() {
+  local i which=("$@")
+  [ $# -gt 0 ] || which=("${!MEMBER_PIDS[@]}")
+  for i in "${which[@]}"; do
+    pkill -TERM -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+    kill -TERM "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+    wait "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+  done
 }
 
 # multi30k_member_rate LOG: "STEP RATE" of the first progress line of LOG from update 200 on (its
@@ -196,11 +212,8 @@ multi30k_choose_members() {
     kill -0 "${MEMBER_PIDS[0]}" 2> /dev/null || break
     sleep 1
   done
-  for i in 1 0; do  # the trainer first, then its subshell
-    pkill -TERM -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true
-    kill -TERM "${MEMBER_PIDS[$i]}" 2> /dev/null || true
-    wait "${MEMBER_PIDS[$i]}" 2> /dev/null || true
-  done
+  multi30k_stop_members 1 0
+  trap - INT TERM
   rm -rf "${MEMBER_DIRS[1]}"
   echo "${MEMBER_DIRS[0]}" > "$out/members"
   local left

@@ -8,8 +8,10 @@ import os
 import pathlib
 import re
 import shutil
+import signal
 import statistics
 import subprocess
+import time
 
 import pytest
 
@@ -235,6 +237,30 @@ def test_recipe_by_default_goes_on_with_one_model_when_members_would_make_too_fe
   result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE_MIN_UPDATES="5000")
   assert result.returncode == 0, result.stderr
   assert of(calls, "trainer") == [member_trainer_call(copy, 0, "--train_steps=100000 --train_minutes=55")]
+
+
+@pytest.mark.parametrize("signal_number, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_stopping_the_recipe_stops_its_members_trainings(copy, signal_number, status):
+  """Ctrl-C (or SIGTERM) on the recipe while its members train stops their trainings too: a
+  background job of a script ignores Ctrl-C and would train on, unseen."""
+  hold = f"32.{signal_number}"
+  environment = {k: v for k, v in os.environ.items() if k not in SETTINGS_VARIABLES}
+  environment.update(CALLS=str(copy / "calls.log"), RAW_DATA_DIR=str(copy / "raw"), ENSEMBLE="2",
+                     FAKE_HOLD=hold)
+  recipe = subprocess.Popen(["bash", str(copy / "scripts" / "multi30k_recipe.sh")], env=environment,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+  held = lambda: subprocess.run(["pgrep", "-f", f"sleep {hold}"], capture_output=True,  # noqa: E731
+                                text=True).stdout.split()
+  deadline = time.time() + 30
+  while len(held()) < 2 and time.time() < deadline:
+    time.sleep(0.2)
+  assert len(held()) == 2, "the stand-in members did not start"
+  recipe.send_signal(signal_number)
+  out, err = recipe.communicate(timeout=30)
+  assert recipe.returncode == status, (out, err)
+  assert "stopping the member trainings" in err
+  assert held() == []
+  assert "decoder" not in (copy / "calls.log").read_text()
 
 
 @pytest.mark.parametrize("env, message", [
