@@ -6,7 +6,7 @@
 # learning-rate schedule does not depend on the budget, so checkpoint N of a long run is the last
 # checkpoint of a run of N updates (docs/training.md).
 #
-#   KEEP_CHECKPOINTS=100 OUT=runs/multi30k_55min bash scripts/multi30k_recipe.sh
+#   KEEP_CHECKPOINTS=100 ENSEMBLE=1 OUT=runs/multi30k_55min bash scripts/multi30k_recipe.sh
 #   OUT=runs/multi30k_55min bash scripts/multi30k_curve.sh 4000 6000 8000 10000
 #
 # The averages go to OUT/curve/avg_N (with their val.hyp.de and test_2016_flickr.hyp.de). The

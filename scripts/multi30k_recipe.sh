@@ -5,13 +5,14 @@
 # and the paper's tokenized BLEU.
 #
 #   bash scripts/multi30k_recipe.sh                      # the results in docs/training.md (55 minutes)
-#   TRAIN_MINUTES=8 OUT=runs/quick bash scripts/multi30k_recipe.sh
+#   TRAIN_MINUTES=8 ENSEMBLE=1 OUT=runs/quick bash scripts/multi30k_recipe.sh   # short: one model
 #   TRAIN_STEPS=1500 OUT=runs/steps bash scripts/multi30k_recipe.sh   # by updates, not minutes
 #   ENSEMBLE=2 OUT=runs/ens bash scripts/multi30k_recipe.sh   # 2 models at once, decoded as one
 #
 # Settings (defaults): RAW_DATA_DIR (../shared/data/multi30k), DATA_DIR (t2t_data), HPARAMS
 # (multi30k_tiny), TRAIN_MINUTES (55) or TRAIN_STEPS, SAVE_STEPS (200), AVERAGE (5), DECODE
-# (beam_size=4,alpha=1.2), ENSEMBLE (1): scripts/multi30k_common.sh, shared with scripts/multi30k_tune.sh,
+# (beam_size=4,alpha=1.2), ENSEMBLE (auto: two at once where each makes enough updates, else
+# one): scripts/multi30k_common.sh, shared with scripts/multi30k_tune.sh,
 # which tunes them on the val split. Without RAW_DATA_DIR's files the problem downloads
 # Multi30k's public files into DATA_DIR/multi30k.
 set -euo pipefail
