@@ -160,13 +160,25 @@ multi30k_stop_members() {
   done
 }
 
-# multi30k_member_rate LOG: "STEP RATE" of the first progress line of LOG from update 200 on (its
-# updates/s covers the updates since the line before: tracing and compiling left out), or nothing
-# while there is none.
-multi30k_member_rate() {
+# multi30k_progress LOG: "STEP RATE" of each progress line of a trainer's LOG (the trainer's
+# updates/s covers the updates since the line before); nothing while LOG does not exist.
+multi30k_progress() {
   [ -f "$1" ] || return 0
-  awk '/^step [0-9]+: .* updates\/s [0-9.e+-]+$/ {n = $2; sub(":", "", n)
-                                                   if (n + 0 >= 200) {print n, $NF; exit}}' "$1"
+  sed -n 's|^step \([0-9]*\): .* updates/s \([0-9.e+-]*\)$|\1 \2|p' "$1"
+}
+
+# multi30k_member_rate LOG: "STEP RATE" of the first progress line of LOG from update 200 on
+# (tracing and compiling left out), or nothing while there is none. (awk reads to the end: an
+# early exit would fail the pipe under pipefail.)
+multi30k_member_rate() {
+  multi30k_progress "$1" | awk '$1 >= 200 && !found {print; found = 1}'
+}
+
+# multi30k_keep_members OUT: ENSEMBLE=auto keeps every member: OUT/members lists them, and their
+# trainings are waited for as multi30k_wait_members does.
+multi30k_keep_members() {
+  printf '%s\n' "${MEMBER_DIRS[@]}" > "$1/members"
+  multi30k_wait_members
 }
 
 # multi30k_choose_members OUT START: ENSEMBLE=auto's choice while its 2 members train (started at
@@ -188,8 +200,7 @@ multi30k_choose_members() {
         steps[$i]=${line% *} rates[$i]=${line#* } seconds[$i]=$(( $(date +%s) - start ))
       elif [ "$alive" = 0 ]; then
         echo "ENSEMBLE=auto: member $i ended before its rate from update 200 on was known; keeping both"
-        printf '%s\n' "${MEMBER_DIRS[@]}" > "$out/members"
-        multi30k_wait_members
+        multi30k_keep_members "$out"
         return
       fi
     done
@@ -203,8 +214,7 @@ multi30k_choose_members() {
   echo "ENSEMBLE=auto: members at ${rates[0]} and ${rates[1]} updates/s (updates $(( steps[0] - 100 ))-${steps[0]} and $(( steps[1] - 100 ))-${steps[1]}) make about ${predicted[0]} and ${predicted[1]} updates in $MINUTES min"
   if (( fewest >= ENSEMBLE_MIN_UPDATES )); then
     echo "ENSEMBLE=auto: $fewest >= ENSEMBLE_MIN_UPDATES ($ENSEMBLE_MIN_UPDATES): training both, decoded as one"
-    printf '%s\n' "${MEMBER_DIRS[@]}" > "$out/members"
-    multi30k_wait_members
+    multi30k_keep_members "$out"
     return
   fi
   echo "ENSEMBLE=auto: $fewest < ENSEMBLE_MIN_UPDATES ($ENSEMBLE_MIN_UPDATES): one model instead; member 0 goes on alone on every core from its checkpoint"

@@ -540,7 +540,7 @@ val_bleu() {
 # training logged one by one in LOG, each the trainer's own "updates/s" of its line, and how many
 # were timed.
 median_rate() {
-  sed -n 's|^step \([0-9]*\): .* updates/s \([0-9.e+-]*\)$|\1 \2|p' "$1" |
+  multi30k_progress "$1" |
     awk -v skip="$RATE_SKIP" '$1 > skip && $2 > 0 {print 1 / $2}' | sort -g |
     awk '{t[NR] = $1} END {if (NR == 0) exit 1
                            m = NR % 2 ? t[(NR + 1) / 2] : (t[NR / 2] + t[NR / 2 + 1]) / 2
