@@ -23,12 +23,12 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "mult
 # Each stand-in logs "<command> <args>" to $CALLS. The trainer writes ckpt-N.index every
 # --save_checkpoints_steps and at its last step: --train_steps, or $FAKE_LAST_STEP under
 # --train_minutes, logging "saved OUT/ckpt-N" for each, and keeps the newest --keep_checkpoint_max
-# of them; $FAKE_EXIT makes it stop early with that status, hparams with learning_rate_constant=9
-# make it diverge; with $FAKE_HOLD its first run into a folder then sleeps that many seconds
-# instead of ending (a training still going when the recipe reads its log); it records a
-# training path in hparams.json. Every --log_every updates it logs a line with the "updates/s" of
-# those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048: 3.2; num_hidden_layers=2: 2.6;
-# a second ensemble member, hparams ending in seed=1: 1.1),
+# of them; $FAKE_EXIT makes it stop early (at update 300, or $FAKE_EXIT_STEP) with that status,
+# hparams with learning_rate_constant=9 make it diverge; with $FAKE_HOLD its first run into a
+# folder then sleeps that many seconds instead of ending (a training still going when the recipe
+# reads its log); it records a training path in hparams.json. Every --log_every updates it logs
+# a line with the "updates/s" of those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048:
+# 3.2; num_hidden_layers=2: 2.6; a second ensemble member, hparams ending in seed=1: 1.1),
 # but 0.05 up to step 20 (tracing) and 0.1 at each 7th step (a batch shape compiled), which the
 # rates mode must not count; with $FAKE_SPREAD the others each at their own rate, the rate over
 # 1 + (step % 5) / 10, so that the median's two middle values differ.
@@ -45,7 +45,7 @@ esac; done
 mkdir -p "$out"
 echo '{"training_path": {"summary": "float32, whole-step XLA", "reason": "AVX2 CPU"}}' > "$out/hparams.json"
 last=$steps; [ -n "${minutes:-}" ] && last=${FAKE_LAST_STEP:-1498}
-[ -n "${FAKE_EXIT:-}" ] && last=300
+[ -n "${FAKE_EXIT:-}" ] && last=${FAKE_EXIT_STEP:-300}
 case $hparams in *learning_rate_constant=9*) last=300 ;; esac
 rate=2.0
 case $hparams in *,seed=1) rate=1.1 ;; *batch_size=2048*) rate=3.2 ;; *num_hidden_layers=2*) rate=2.6 ;; esac
@@ -237,6 +237,56 @@ def test_recipe_by_default_goes_on_with_one_model_when_members_would_make_too_fe
   result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE_MIN_UPDATES="5000")
   assert result.returncode == 0, result.stderr
   assert of(calls, "trainer") == [member_trainer_call(copy, 0, "--train_steps=100000 --train_minutes=55")]
+
+
+def test_recipe_by_default_keeps_both_members_when_one_ends_before_its_rate_is_known(copy):
+  """A member that ends before update 200 gives ENSEMBLE=auto no rate to decide on: it keeps both
+  and reports the failure as ENSEMBLE=2 does, naming the log, before any averaging or decoding."""
+  result, calls = run(copy, "multi30k_recipe.sh", FAKE_EXIT="3", FAKE_EXIT_STEP="100")
+  assert result.returncode != 0
+  assert "ended before its rate from update 200 on was known; keeping both" in result.stdout
+  assert re.search(r"member \d failed: see runs/multi30k/member_\d\.log", result.stderr), result.stderr
+  assert len(of(calls, "trainer")) == 2 and of(calls, "average") == of(calls, "decoder") == []
+  assert (copy / "runs" / "multi30k" / "members").read_text() == (
+      "runs/multi30k/member_0\nruns/multi30k/member_1\n")
+
+
+def with_cores(copy, cores):
+  """PATH with stand-ins for `nproc` (it says CORES) and `taskset` (it logs its call and pins
+  nothing) first."""
+  stubs = copy / "cores"
+  stubs.mkdir()
+  (stubs / "nproc").write_text(f"#!/usr/bin/env bash\necho {cores}\n")
+  (stubs / "taskset").write_text('#!/usr/bin/env bash\necho "taskset $*" >> "$CALLS"\n')
+  for name in ("nproc", "taskset"):
+    os.chmod(stubs / name, 0o755)
+  return f"{stubs}:{os.environ['PATH']}"
+
+
+@pytest.mark.parametrize("cores, ensemble, pins, said", [
+    (4, "2", ["0-1", "2-3"], "training 2 models at once, 2 cores each: logs in "),
+    (6, "3", ["0-1", "2-3", "4-5"], "training 3 models at once, 2 cores each: logs in "),
+    (3, "2", ["0-0", "1-1"], "training 2 models at once, 1 core each: logs in "),
+    (1, "2", [], "training 2 models at once: logs in "),
+])
+def test_members_are_pinned_to_cores_of_their_own_where_there_are_enough(copy, cores, ensemble, pins,
+                                                                       said):
+  """Member i gets cores i*k ... i*k+k-1, k = nproc / ENSEMBLE (a core left over stays idle); with
+  fewer cores than members none is pinned."""
+  result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE=ensemble, TRAIN_STEPS="400",
+                      PATH=with_cores(copy, cores))
+  assert result.returncode == 0, result.stderr
+  assert said in result.stdout
+  assert sorted(c.split()[:2] for c in of(calls, "taskset")) == [["-cp", p] for p in pins], calls
+  assert len(of(calls, "trainer")) == int(ensemble)
+
+
+def test_recipe_by_default_trains_one_model_under_two_cores(copy):
+  result, calls = run(copy, "multi30k_recipe.sh", PATH=with_cores(copy, 1))
+  assert result.returncode == 0, result.stderr
+  trainer, = of(calls, "trainer")
+  assert " --output_dir=runs/multi30k --train_steps=100000 --train_minutes=55 " in trainer
+  assert of(calls, "taskset") == [] and "ENSEMBLE=auto" not in result.stdout
 
 
 @pytest.mark.parametrize("signal_number, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
