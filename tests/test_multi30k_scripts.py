@@ -505,6 +505,39 @@ def test_curve_averages_the_checkpoints_ending_at_each_count_and_scores_val_and_
       for n in (800, 1500) for split in ("val", "test_2016_flickr")]
 
 
+def test_curve_reads_a_run_of_members_as_the_recipe_decodes_it(copy):
+  """A run of ENSEMBLE members: at each count, each member's window averaged on its own and the
+  averages decoded together (--ensemble_dirs), as the recipe decodes; a member missing a
+  checkpoint is named before anything is averaged. Where ENSEMBLE=auto went on with one model,
+  OUT/members names it and the curve reads that one alone."""
+  result, _ = run(copy, "multi30k_recipe.sh", ENSEMBLE="2", TRAIN_STEPS="1500", SAVE_STEPS="100",
+                  KEEP_CHECKPOINTS="100")
+  assert result.returncode == 0, result.stderr
+  result, calls = run(copy, "multi30k_curve.sh", "800", SAVE_STEPS="100")
+  assert result.returncode == 0, result.stderr
+  assert "reading 2 models as one ensemble: runs/multi30k/member_0 runs/multi30k/member_1" in result.stdout
+  window = "ckpt-400,ckpt-500,ckpt-600,ckpt-700,ckpt-800"
+  assert [a.split(" averaged=")[0] for a in of(calls, "average")] == [
+      f"--output_dir=runs/multi30k/member_{i} --checkpoints={window} --prefix=runs/multi30k/member_{i}/ "
+      f"--avg_dir=runs/multi30k/curve/avg_800/member_{i}" for i in range(2)]
+  assert [d.split(" --decode_hparams")[0] for d in of(calls, "decoder")] == [
+      "--output_dir=runs/multi30k/curve/avg_800/member_0 "
+      "--ensemble_dirs=runs/multi30k/curve/avg_800/member_1 "
+      f"--decode_from_file={copy / 'raw'}/{split}.en "
+      f"--decode_to_file=runs/multi30k/curve/avg_800/{split}.hyp.de"
+      for split in ("val", "test_2016_flickr")]
+  (copy / "runs" / "multi30k" / "member_1" / "ckpt-500.index").unlink()
+  result, calls = run(copy, "multi30k_curve.sh", "800", SAVE_STEPS="100")
+  assert result.returncode == 2 and "runs/multi30k/member_1 has no ckpt-500" in result.stderr
+  assert not of(calls, "average") and not of(calls, "decoder")
+  (copy / "runs" / "multi30k" / "members").write_text("runs/multi30k/member_0\n")
+  result, calls = run(copy, "multi30k_curve.sh", "800", SAVE_STEPS="100")
+  assert result.returncode == 0, result.stderr
+  averaged, = of(calls, "average")
+  assert averaged.startswith("--output_dir=runs/multi30k/member_0 --checkpoints=")
+  assert of(calls, "decoder")[0].startswith("--output_dir=runs/multi30k/curve/avg_800 --decode_from_file=")
+
+
 @pytest.mark.parametrize("args, message", [
     ((), "give the update counts"),
     (("800", "12a"), "'12a' is not a number of updates"),
