@@ -20,17 +20,16 @@ from conftest import TINY_EXPORT_DECODE
 SENTENCES = ["A man is riding a bike .", "", "Two dogs play in the snow while a child watches them .",
              "A woman .", "A very long sentence " + "with many many words " * 80 + "."]
 
-# Runs in a fresh interpreter where importing t2t_lite fails: the SavedModel must stand alone.
+# Runs in a fresh interpreter where importing t2t_lite fails: the SavedModel must stand alone,
+# loaded by the statements the exporter prints (`saved_model.load_hint`).
 LOAD_SCRIPT = """
 import json, sys
 sys.modules["t2t_lite"] = None  # any import of t2t_lite now raises ImportError
-import tensorflow as tf
-import tensorflow_text  # noqa: F401  registers the SentencePiece ops
-signatures = tf.saved_model.load(sys.argv[1]).signatures
+exec(sys.argv[1])  # defines tf, model and translate
 sentences = json.loads(sys.argv[2])
-out = signatures["serving_default"](text=tf.constant(sentences))
-short = signatures["serving_default"](text=tf.constant(sentences[:4:3]))  # another batch and width
-nbest = signatures["nbest"](text=tf.constant(sentences))
+out = translate(text=tf.constant(sentences))
+short = translate(text=tf.constant(sentences[:4:3]))  # another batch and width
+nbest = model.signatures["nbest"](text=tf.constant(sentences))
 text = lambda t: [x.decode("utf-8") for x in t.numpy().reshape(-1)]
 print(json.dumps({"translations": text(out["translations"]), "scores": out["scores"].numpy().tolist(),
                   "short": text(short["translations"]), "nbest": text(nbest["translations"]),
@@ -59,8 +58,8 @@ def test_layout_is_tf_serving_versioned(exported):
 
 def test_loads_without_t2t_lite_and_matches_the_decoder(exported, tiny_decode_defaults):
   model_dir, export_dir = exported
-  result = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, str(export_dir / "7"), json.dumps(SENTENCES)],
-                          capture_output=True, text=True, timeout=300)
+  result = subprocess.run([sys.executable, "-c", LOAD_SCRIPT, saved_model.load_hint(str(export_dir / "7")),
+                           json.dumps(SENTENCES)], capture_output=True, text=True, timeout=300)
   assert result.returncode == 0, result.stderr[-3000:]
   served = json.loads(result.stdout.strip().split("\n")[-1])
   # The reference runs the search as a plain graph (tests/test_decoder.py: the XLA search gives
@@ -128,6 +127,26 @@ def test_failed_export_leaves_no_version_behind(tiny_model_dir, tmp_path, monkey
   assert os.listdir(tmp_path) == []
   with pytest.raises(ValueError, match="must be a number"):
     saved_model.export(str(model_dir), str(tmp_path), version="v1")
+
+
+def test_the_exporter_prints_the_statements_that_load_its_export(tiny_model_dir, tmp_path, monkeypatch,
+                                                                capsys):
+  """Its last lines name the version's folder and the Python that loads it (the statements
+  test_loads_without_t2t_lite_and_matches_the_decoder runs with t2t_lite unimportable)."""
+  model_dir, _ = tiny_model_dir
+
+  def save_nothing(module, path, signatures):  # the layout only: no graph is traced
+    os.makedirs(path)
+    open(os.path.join(path, "saved_model.pb"), "wb").close()
+
+  monkeypatch.setattr(tf.saved_model, "save", save_nothing)
+  final = saved_model.export(str(model_dir), str(tmp_path), DecodeHParams(beam_size=1, max_input_size=16),
+                             version=5)
+  assert final == str(tmp_path / "5")
+  out = capsys.readouterr().out
+  assert f"exported {model_dir} to {final}\n" in out
+  assert f"{saved_model.load_hint(final)}; translate(" in out
+  assert saved_model.load_hint(final).startswith("import tensorflow as tf, tensorflow_text; ")
 
 
 def test_an_existing_version_is_refused_and_kept(tiny_model_dir, tmp_path, capsys):

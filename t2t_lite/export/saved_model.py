@@ -342,5 +342,14 @@ def export(output_dir: str, export_dir: str, decode_hparams: DecodeHParams | Non
       f.write(decode_hparams.to_json())
     with open(os.path.join(tmp, "assets.extra", SHAPES_FILE), "w", encoding="utf-8") as f:
       json.dump({"width_buckets": list(module.buckets)}, f)
-  print(f"exported {output_dir} to {final}", flush=True)
+  print(f"exported {output_dir} to {final}\nin Python, with tensorflow and tensorflow-text (no "
+        f"t2t_lite): {load_hint(final)}; translate(text=tf.constant([\"A sentence .\"]))", flush=True)
   return final
+
+
+def load_hint(path: str) -> str:
+  """The Python statements that load the SavedModel at `path` as `model`, its default signature
+  as `translate`: tensorflow_text's import registers the SentencePiece ops its graph tokenizes
+  with (without it, TensorFlow fails with "Op type not registered 'SentencepieceOp'")."""
+  return ("import tensorflow as tf, tensorflow_text; "
+          f"model = tf.saved_model.load({path!r}); translate = model.signatures['serving_default']")
