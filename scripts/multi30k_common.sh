@@ -20,8 +20,8 @@
 #                  where there are as many; their averages decoded together (--ensemble_dirs).
 #                  auto: 2 members start, and at their first log line from update 200 on each
 #                  member's rate says how many updates it will make in TRAIN_MINUTES; from
-#                  ENSEMBLE_MIN_UPDATES (3000: from there 2 members led one model on val, the
-#                  means of two seed pairs against three seeds, docs/training.md) both go on,
+#                  ENSEMBLE_MIN_UPDATES (3400: from there 2 members led one model on val, the
+#                  means of three seed pairs against three seeds, docs/training.md) both go on,
 #                  else member 1 stops and member 0 resumes from its checkpoint on every core for
 #                  the minutes left. OUT/members records the choice.
 #                  With TRAIN_STEPS, or under 2 cores, auto is 1 (an update count is the same on
@@ -38,13 +38,13 @@ AVERAGE=${AVERAGE:-5}
 KEEP_CHECKPOINTS=${KEEP_CHECKPOINTS:-$(( AVERAGE > 10 ? AVERAGE : 10 ))}
 DECODE=${DECODE:-beam_size=4,alpha=1.2}
 ENSEMBLE=${ENSEMBLE:-auto}
-ENSEMBLE_MIN_UPDATES=${ENSEMBLE_MIN_UPDATES:-3000}
+ENSEMBLE_MIN_UPDATES=${ENSEMBLE_MIN_UPDATES:-3400}
 if ! [[ $ENSEMBLE =~ ^(auto|[1-9][0-9]*)$ ]]; then
   echo "error: ENSEMBLE=$ENSEMBLE: give a number of models (1, 2, ...) or auto" >&2
   exit 2
 fi
 if ! [[ $ENSEMBLE_MIN_UPDATES =~ ^[0-9]+$ ]]; then
-  echo "error: ENSEMBLE_MIN_UPDATES=$ENSEMBLE_MIN_UPDATES: give a number of updates, e.g. 3000" >&2
+  echo "error: ENSEMBLE_MIN_UPDATES=$ENSEMBLE_MIN_UPDATES: give a number of updates, e.g. 3400" >&2
   exit 2
 fi
 if [ "$ENSEMBLE" = auto ] && { [ -n "$STEPS" ] || [ "$(nproc)" -lt 2 ]; }; then

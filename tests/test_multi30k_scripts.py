@@ -187,7 +187,7 @@ def member_trainer_call(copy, i, budget, hparams="multi30k_tiny"):
 def test_recipe_by_default_keeps_two_members_that_make_enough_updates(copy):
   """ENSEMBLE=auto (the default): two members start; at update 200 the slower one's rate (the
   stand-in's seed=1 member: 1.1 updates/s, 200 + 1.1 x 3,300 s = about 3,829 updates in 55
-  minutes) clears ENSEMBLE_MIN_UPDATES (3,000), so both train on and decode as one; OUT/members
+  minutes) clears ENSEMBLE_MIN_UPDATES (3,400), so both train on and decode as one; OUT/members
   records them, and a second run into OUT resumes both."""
   result, calls = run(copy, "multi30k_recipe.sh")
   assert result.returncode == 0, result.stderr
@@ -197,7 +197,7 @@ def test_recipe_by_default_keeps_two_members_that_make_enough_updates(copy):
   assert predicted, result.stdout
   assert 3_800 < int(predicted.group(2)) <= 200 + 1.1 * 3300 < int(predicted.group(1)), predicted.group(0)
   assert "ENSEMBLE=auto: members at 2.0 and 1.1 updates/s (updates 100-200 and 100-200)" in result.stdout
-  assert ">= ENSEMBLE_MIN_UPDATES (3000): training both, decoded as one" in result.stdout
+  assert ">= ENSEMBLE_MIN_UPDATES (3400): training both, decoded as one" in result.stdout
   runs = copy / "runs" / "multi30k"
   assert (runs / "members").read_text() == "runs/multi30k/member_0\nruns/multi30k/member_1\n"
   assert of(calls, "decoder")[0].startswith(
