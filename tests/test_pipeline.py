@@ -339,6 +339,42 @@ def test_subword_sampling_segments_training_text_anew_and_leaves_evaluation_alon
              for a, b in zip(plain, sampled)) and len(plain) == len(sampled)
 
 
+def test_training_tokenizes_the_text_once_and_repeats_the_ids_from_memory(tmp_path):
+  """Problem.dataset(training=True) caches the tokenized pairs: epochs after the first read the
+  ids from memory (no second pass over the text or the tokenizer), in the same shuffled orders as
+  without the cache; evaluation reads the text at each pass."""
+  copy = type(get_problem("algorithmic_copy"))
+
+  class CountedReads(copy):
+    split_sizes = {"train": 300, "dev": 50, "test": 50}
+    reads = 0
+
+    def text_dataset(self, split, data_dir=None):
+      pairs = self.text_pairs(split)
+
+      def read():
+        CountedReads.reads += 1
+        yield from ({"inputs": source, "targets": target} for source, target in pairs)
+
+      spec = tf.TensorSpec([], tf.string)
+      return tf.data.Dataset.from_generator(read, output_signature={"inputs": spec,
+                                                                    "targets": spec})
+
+  problem, hparams = CountedReads(), HP.replace(batch_size=256, max_length=32)
+  batches = batches_of(problem.dataset("train", str(tmp_path), hparams, training=True), 60)
+  assert pair_count(batches) > 3 * 300                             # past three epochs
+  assert CountedReads.reads == 1
+  # The same batches as the uncached chain (tokenize -> make_batches), pass after pass.
+  uncached = pipeline.make_batches(problem.token_dataset("train", str(tmp_path)), hparams, True)
+  assert all(np.array_equal(a["inputs"], b["inputs"]) and np.array_equal(a["targets"], b["targets"])
+             for a, b in zip(batches, batches_of(uncached, 60)))
+  assert CountedReads.reads > 3                                    # it read the text every epoch
+  CountedReads.reads = 0
+  for _ in range(2):
+    batches_of(problem.dataset("dev", str(tmp_path), hparams, training=False))
+  assert CountedReads.reads == 2
+
+
 def test_subword_sampling_without_a_sentencepiece_vocabulary_says_so(tmp_path):
   problem = get_problem("algorithmic_copy")
   with pytest.raises(ValueError, match="subword_sampling_alpha=0.1 needs a SentencePiece vocabulary"):

@@ -35,11 +35,18 @@ NOISE = (b"WARNING: All log messages before absl::InitializeLog() is called are 
          b"Target machine feature +prefer-no-scatter is not  supported on the host machine. Machine "
          b"type used for XLA:CPU compilation doesn't match the machine type for execution. Compile "
          b"machine features: [+64bit,+avx512f,+prefer-no-scatter,+prefer-no-gather,-amx-bf16] vs host "
-         b"machine features: [avx512f,64bit]. This could lead to execution errors such as SIGILL.\n")
+         b"machine features: [avx512f,64bit]. This could lead to execution errors such as SIGILL.\n"
+         # at the exit of a training that stopped within its first epoch (problems/base.py's cache)
+         b"W0000 00:00:1796654372.366844   25644 cache_dataset_ops.cc:912] The calling iterator did "
+         b"not fully read the dataset being cached. In order to avoid unexpected truncation of the "
+         b"dataset, the partially cached contents of the dataset  will be discarded. This can happen "
+         b"if you have an input pipeline similar to `dataset.cache().take(k).repeat()`. You should "
+         b"use `dataset.take(k).cache().repeat()` instead.\n")
 REAL = (b"E0000 00:00:1795557138.550291   12627 op_kernel.cc:1830] OP_REQUIRES failed: bad shape\n"
         b"error: --output_dir runs/x has no hparams.json\n"
         b"Traceback (most recent call last):\n"
         b"W0000 00:00:1795557138.550291   12627 util.cc:131] something else about oneDNN\n"
+        b"W0000 00:00:1795557138.550291   12627 cache_dataset_ops.cc:900] something else cached\n"
         b"E0000 00:00:1795557138.550291   12627 text_format.cc:378] Error parsing text-format "
         b"tensorflow.SomeOtherProto: 1:1: Expected identifier\n"
         b"E0000 00:00:1795828010.604370    5574 cpu_aot_loader.cc:220] Loading XLA:CPU AOT result. "

@@ -1,10 +1,12 @@
 """The input pipeline: text pairs -> token-budget batches, one small named step per function.
 
-    read -> shard -> tokenize -> append_eos -> truncate -> filter_by_length (train) -> unchunk
-         -> shuffle -> repeat (train) -> batch_by_length -> prefetch
+    read -> shard -> tokenize -> cache (train) -> append_eos -> truncate
+         -> filter_by_length (train) -> unchunk -> shuffle -> repeat (train) -> batch_by_length
+         -> prefetch
 
-`make_batches` chains the steps after `tokenize`; each step is a plain function of a
-tf.data.Dataset, so a test (or a user) can run any prefix of the chain.
+`make_batches` chains the steps after `tokenize` and the training split's cache, which
+`Problem.dataset` adds (ids kept in memory after the first pass); each step is a plain function of
+a tf.data.Dataset, so a test (or a user) can run any prefix of the chain.
 
 Speed: a per-example tf.data map costs tens of microseconds, so `tokenize`, `append_eos` and
 `filter_by_length` work on CHUNKS of up to CHUNK_SIZE pairs ({"inputs": RaggedTensor [N, (len)],
