@@ -1,11 +1,14 @@
-"""Quiet start-up for the commands: TensorFlow's start-up lines are dropped from stderr.
+"""Quiet commands: TensorFlow's start-up lines, and a few known lines of noise it prints later, are
+dropped from stderr.
 
 TensorFlow and the libraries it loads print a dozen lines at start-up (oneDNN, CUDA probing --
 "failed call to cuInit" reads as an error on a machine with no GPU --, CPU features, absl's
 "All log messages before absl::InitializeLog()"). Some are written while the libraries load,
 before TF_CPP_MIN_LOG_LEVEL is read, so no setting hides them all. The commands therefore run
 with stderr (file descriptor 2) through a filter process that drops exactly those lines (by
-their source file and text, `is_startup_noise`) and passes everything else through unchanged:
+their source file and text, `is_startup_noise`; also the XLA cache's text-proto attempt at every
+program it loads and tf.data's partial-cache warning at the exit of a run shorter than an epoch,
+both printed after start-up) and passes everything else through unchanged:
 Python exceptions, the commands' own messages and errors, and every other TensorFlow message.
 The filter is a forked process, so what a crashing command wrote last still comes out.
 
@@ -58,7 +61,8 @@ _NOISY_LINES = (
 
 
 def is_startup_noise(line: bytes) -> bool:
-  """Whether one stderr line (bytes, with or without its newline) is a start-up line."""
+  """Whether one stderr line (bytes, with or without its newline) is one of the lines dropped: a
+  start-up line, or one of the known later ones (the module's docstring)."""
   match = _ABSL.match(line)
   if match:
     source, message = match.groups()
