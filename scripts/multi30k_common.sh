@@ -150,15 +150,33 @@ multi30k_wait_members() {
 }
 
 # multi30k_stop_members [I ...]: stops the trainings of members I (every one by default) that
-# multi30k_start_members started, each trainer before its subshell, and waits for them.
+# multi30k_start_members started, each trainer before its subshell, and waits until they are gone.
+# A trainer is its subshell's child, not this shell's, so `wait` cannot wait for it, and a process
+# sent SIGTERM ends only once it runs again: until then it may still write into its directory,
+# which the caller may remove or resume a training in. A trainer still there after 60 s is killed.
 multi30k_stop_members() {
-  local i which=("$@")
+  local i which=("$@") trainers=() pid tries
   [ $# -gt 0 ] || which=("${!MEMBER_PIDS[@]}")
   for i in "${which[@]}"; do
+    trainers+=($(pgrep -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true))
     pkill -TERM -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true
     kill -TERM "${MEMBER_PIDS[$i]}" 2> /dev/null || true
     wait "${MEMBER_PIDS[$i]}" 2> /dev/null || true
   done
+  for pid in "${trainers[@]}"; do
+    tries=0
+    while multi30k_running "$pid" && (( tries++ < 650 )); do
+      if (( tries == 600 )); then kill -KILL "$pid" 2> /dev/null || true; fi
+      sleep 0.1
+    done
+  done
+}
+
+# multi30k_running PID: whether process PID is there and not a zombie (an ended process whose
+# parent has not reaped it yet, as a container without an init process may leave it).
+multi30k_running() {
+  local state
+  state=$(ps -o stat= -p "$1" 2> /dev/null) && [[ $state != Z* ]]
 }
 
 # multi30k_progress LOG: "STEP RATE" of each progress line of a trainer's LOG (the trainer's

@@ -26,8 +26,10 @@ SCRIPTS = ("multi30k_common.sh", "multi30k_recipe.sh", "multi30k_tune.sh", "mult
 # of them; $FAKE_EXIT makes it stop early (at update 300, or $FAKE_EXIT_STEP) with that status,
 # hparams with learning_rate_constant=9 make it diverge; with $FAKE_HOLD its first run into a
 # folder then sleeps that many seconds instead of ending (a training still going when the recipe
-# reads its log); it records a training path in hparams.json. Every --log_every updates it logs
-# a line with the "updates/s" of those updates, as t2t-lite-trainer does: 2.0 (batch_size=2048:
+# reads its log), and if sent SIGTERM meanwhile, ends a second later, logging "stopped OUT" to
+# $CALLS (a trainer finishing a write: the recipe must wait for it); it records a training path
+# in hparams.json. Every --log_every updates it logs a line with the "updates/s" of those
+# updates, as t2t-lite-trainer does: 2.0 (batch_size=2048:
 # 3.2; num_hidden_layers=2: 2.6; a second ensemble member, hparams ending in seed=1: 1.1),
 # but 0.05 up to step 20 (tracing) and 0.1 at each 7th step (a batch shape compiled), which the
 # rates mode must not count; with $FAKE_SPREAD the others each at their own rate, the rate over
@@ -62,7 +64,12 @@ if [ -n "${keep:-}" ]; then
     while read -r s; do rm "$out/ckpt-$s.index"; done
 fi
 [ -n "${FAKE_EXIT:-}" ] && exit "$FAKE_EXIT"
-if [ -n "${FAKE_HOLD:-}" ] && [ ! -e "$out/.held" ]; then touch "$out/.held"; exec sleep "$FAKE_HOLD"; fi
+if [ -n "${FAKE_HOLD:-}" ] && [ ! -e "$out/.held" ]; then
+  touch "$out/.held"
+  trap 'kill "$held"; sleep 1; echo "stopped $out" >> "$CALLS"; exit 143' TERM
+  sleep "$FAKE_HOLD" & held=$!
+  wait "$held"
+fi
 case $hparams in *learning_rate_constant=9*)
   echo "error: training loss (or gradient) became NaN or infinite before step 301; stopped"; exit 1 ;;
 esac
@@ -232,8 +239,12 @@ def test_recipe_by_default_goes_on_with_one_model_when_members_would_make_too_fe
   assert average.startswith("--output_dir=runs/multi30k/member_0 --num_last_checkpoints=5 ")
   decode, = of(calls, "decoder")
   assert decode.startswith("--output_dir=runs/multi30k/member_0/averaged --decode_from_file=")
-  # The stand-in's held member 1 was stopped, not waited for (it would sleep 31.7 s).
+  # Both held stand-ins were stopped, not waited for (they would sleep 31.7 s), and were gone
+  # before member 0 resumed in its directory and member 1's was removed.
   assert not subprocess.run(["pgrep", "-f", "sleep 31.7"], capture_output=True).stdout
+  trainings = [c.split(" ", 1)[0] for c in calls if c.split(" ", 1)[0] in ("trainer", "stopped")]
+  assert trainings == ["trainer", "trainer", "stopped", "stopped", "trainer"], calls
+  assert sorted(of(calls, "stopped")) == [f"runs/multi30k/member_{i}" for i in range(2)]
   result, calls = run(copy, "multi30k_recipe.sh", ENSEMBLE_MIN_UPDATES="5000")
   assert result.returncode == 0, result.stderr
   assert of(calls, "trainer") == [member_trainer_call(copy, 0, "--train_steps=100000 --train_minutes=55")]
@@ -314,6 +325,9 @@ def test_stopping_the_recipe_stops_its_members_trainings(copy, signal_number, st
   assert recipe.returncode == status, (out, err)
   assert "stopping the member trainings" in err
   assert held() == []
+  # The recipe ended after its members' trainers, not before (each takes a second to end).
+  stopped = [c for c in (copy / "calls.log").read_text().splitlines() if c.startswith("stopped ")]
+  assert sorted(stopped) == [f"stopped runs/multi30k/member_{i}" for i in range(2)], stopped
   assert "decoder" not in (copy / "calls.log").read_text()
 
 
