@@ -155,18 +155,18 @@ multi30k_wait_members() {
 # sent SIGTERM ends only once it runs again: until then it may still write into its directory,
 # which the caller may remove or resume a training in. A trainer still there after 60 s is killed.
 multi30k_stop_members() {
-  local i which=("$@") trainers=() pid tries
+  local i which=("$@") trainers=() children pid deadline
   [ $# -gt 0 ] || which=("${!MEMBER_PIDS[@]}")
   for i in "${which[@]}"; do
-    trainers+=($(pgrep -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true))
-    pkill -TERM -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true
-    kill -TERM "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+    children=($(pgrep -P "${MEMBER_PIDS[$i]}" 2> /dev/null || true))
+    kill -TERM "${children[@]}" "${MEMBER_PIDS[$i]}" 2> /dev/null || true
     wait "${MEMBER_PIDS[$i]}" 2> /dev/null || true
+    trainers+=("${children[@]}")
   done
+  deadline=$(( SECONDS + 60 ))
   for pid in "${trainers[@]}"; do
-    tries=0
-    while multi30k_running "$pid" && (( tries++ < 650 )); do
-      if (( tries == 600 )); then kill -KILL "$pid" 2> /dev/null || true; fi
+    while multi30k_running "$pid" && (( SECONDS < deadline + 5 )); do
+      if (( SECONDS >= deadline )); then kill -KILL "$pid" 2> /dev/null || true; fi
       sleep 0.1
     done
   done
